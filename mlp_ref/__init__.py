@@ -1,0 +1,16 @@
+"""mlp-ref: a pure-NumPy teaching reference for one question and all of its answers.
+
+    An MLP has two outputs; the loss gradient with respect to the outputs is G = [0, -1].
+    A gradient step raises output 2, but output 1 moves too. How do we hold output 1 fixed?
+
+The package is layered, each layer importing only those before it:
+
+    activations -> network (MLP) -> jacobian -> fixes -> optim -> experiments -> plots / cli
+
+``import mlp_ref`` stays light: it never imports matplotlib (only ``mlp_ref.plots`` does).
+"""
+from . import activations, data, gradcheck, losses, setups
+from .network import MLP, Backward, Forward
+
+__all__ = ["MLP", "Forward", "Backward", "activations", "data", "gradcheck", "losses", "setups"]
+__version__ = "0.1.0"

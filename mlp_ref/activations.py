@@ -1,0 +1,94 @@
+"""Activation functions and their derivatives, looked up by name.
+
+Each activation is a pair of functions:
+
+    f(z)        the activation, elementwise
+    df(z, a)    its derivative f'(z), given both z and a = f(z)
+
+The derivative receives ``a`` as well as ``z`` because most derivatives are cheapest
+in terms of the output (sigmoid' = a(1 - a), tanh' = 1 - a^2), and the forward
+record already holds ``a``: backward never recomputes an activation.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+
+class Activation(NamedTuple):
+    name: str
+    f: Callable[[np.ndarray], np.ndarray]
+    df: Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def sigmoid(z):
+    """sigma(z) = 1 / (1 + exp(-z)), computed without overflow for any finite z.
+
+    exp(-|z|) lies in (0, 1], so it never overflows; then
+    sigma(z) = 1 / (1 + e)   for z >= 0,   and   e / (1 + e)   for z < 0,   e = exp(-|z|).
+    """
+    z = np.asarray(z)
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0, 1.0, e) / (1.0 + e)
+
+
+def sigmoid_grad(z, a):
+    """sigma'(z) = sigma(z) (1 - sigma(z)) = a (1 - a)."""
+    return a * (1.0 - a)
+
+
+def tanh(z):
+    """tanh(z); NumPy's tanh saturates to +-1 without overflow."""
+    return np.tanh(z)
+
+
+def tanh_grad(z, a):
+    """tanh'(z) = 1 - tanh(z)^2 = 1 - a^2."""
+    return 1.0 - a * a
+
+
+def relu(z):
+    """relu(z) = max(z, 0)."""
+    return np.maximum(z, 0.0)
+
+
+def relu_grad(z, a):
+    """relu'(z) = 1 where z > 0, else 0 (we take 0 at the kink z = 0)."""
+    return (z > 0).astype(z.dtype)
+
+
+def identity(z):
+    """identity(z) = z."""
+    return z
+
+
+def identity_grad(z, a):
+    """identity'(z) = 1."""
+    return np.ones_like(z)
+
+
+ACTIVATIONS = {
+    "sigmoid": Activation("sigmoid", sigmoid, sigmoid_grad),
+    "tanh": Activation("tanh", tanh, tanh_grad),
+    "relu": Activation("relu", relu, relu_grad),
+    "identity": Activation("identity", identity, identity_grad),
+}
+
+
+def get(name, argument="activation"):
+    """Return the :class:`Activation` called ``name``.
+
+    ``argument`` names the caller's parameter, so a wrong name in ``MLP(hidden=...)``
+    is reported as a wrong ``hidden``, not as a wrong activation in general.
+    """
+    if not isinstance(name, str):
+        raise TypeError(
+            f"{argument}: expected an activation name (one of {sorted(ACTIVATIONS)}), "
+            f"got {type(name).__name__} {name!r}")
+    try:
+        return ACTIVATIONS[name]
+    except KeyError:
+        raise ValueError(
+            f"{argument}: unknown activation {name!r}; known: {', '.join(sorted(ACTIVATIONS))}"
+        ) from None

@@ -1,0 +1,60 @@
+"""Losses used by the seed, each returning its value and G = dL/dout.
+
+Both are means over all n*K entries, like TensorFlow's ``reduce_mean``; a mean rather
+than a sum only rescales G (and so the learning rate) by 1/(n*K).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _checks
+
+
+def _pair(out, y):
+    # float32 stays float32 (a float32 network's output); everything else becomes float64
+    dtype = np.float32 if getattr(out, "dtype", None) == np.float32 else np.float64
+    out = _checks.matrix("out", out, dtype)
+    y = _checks.as_array("y", y, out.dtype)
+    if y.shape != out.shape:
+        raise ValueError(f"y: expected the shape of out {out.shape}, got shape {y.shape}")
+    return out, y
+
+
+def mse(out, y):
+    """L = mean((out - y)^2), the seed's ``tf.reduce_mean(tf.square(out - y))``.
+
+    Parameters
+    ----------
+    out, y : array_like, shape (n, K)
+
+    Returns
+    -------
+    value : float
+    G : ndarray, shape (n, K)        dL/dout = 2 (out - y) / (n K)
+    """
+    out, y = _pair(out, y)
+    r = out - y
+    return float(np.mean(r * r)), (2.0 / r.size) * r
+
+
+def masked_mse(out, y, mask):
+    """L = mean((mask * out - y)^2), exactly the answer's ``loss2``.
+
+    Note that the answer masks the output but not the target: a masked column still
+    contributes y^2 to the value, a constant that moves nothing. Its gradient is
+
+        G = dL/dout = 2 mask (mask * out - y) / (n K),
+
+    so wherever mask is 0 the column of G is exactly zero.
+
+    Parameters
+    ----------
+    out, y : array_like, shape (n, K)
+    mask : array_like of 0/1, shape (n, K) or (K,)
+    """
+    out, y = _pair(out, y)
+    mask = _checks.rows_or_vector("mask", mask, out.dtype, *out.shape)
+    if not np.all((mask == 0) | (mask == 1)):
+        raise ValueError(f"mask: expected only 0s and 1s, got values {np.unique(mask)}")
+    r = mask * out - y
+    return float(np.mean(r * r)), (2.0 / r.size) * mask * r

@@ -1,0 +1,288 @@
+"""The multilayer perceptron, with a forward pass that leaves a record and a backward
+pass that reads it and names every stage.
+
+Conventions (the seed's TensorFlow code uses the same ones, so the two line up):
+
+    rows are samples:        X has shape (n, d)
+    layer l = 1 .. L:        z_l = a_{l-1} @ W_l + b_l,    a_l = f_l(z_l),    a_0 = X
+    the output:              O = a_L, shape (n, K)
+
+Backward takes G = dL/dO, shape (n, K) -- or (K,), the same for every row -- and runs
+the chain rule from the output back to the input, one line per line of the forward
+pass, in reverse:
+
+    dout  = G                               dL/da_L
+    dz_l  = da_l * f_l'(z_l)                dL/dz_l      (n, n_l)
+    dW_l  = a_{l-1}.T @ dz_l                dL/dW_l      (n_{l-1}, n_l), summed over rows
+    db_l  = dz_l.sum(axis=0)                dL/db_l      (n_l,)
+    da_{l-1} = dz_l @ W_l.T                 dL/da_{l-1}  (n, n_{l-1})
+
+so ``grads`` is sum_i G_i . dO_i/dtheta: the gradient of any loss whose derivative
+with respect to the output is G.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _checks, activations
+
+DTYPES = (np.float64, np.float32)
+
+
+@dataclass
+class Forward:
+    """What ``MLP.forward`` leaves behind for ``MLP.backward`` to read.
+
+    Attributes
+    ----------
+    X : ndarray, shape (n, d)         the input, as the network's dtype
+    z : dict l -> ndarray (n, n_l)     pre-activations, l = 1 .. L
+    a : dict l -> ndarray (n, n_l)     activations, l = 0 .. L (a[0] is X, a[L] the output)
+    """
+    X: np.ndarray
+    z: dict = field(default_factory=dict)
+    a: dict = field(default_factory=dict)
+
+    @property
+    def depth(self):
+        return len(self.z)
+
+    @property
+    def output(self):
+        """The network output O = a_L, shape (n, K)."""
+        return self.a[self.depth]
+
+    @property
+    def stages(self):
+        """Every forward stage in order: a0, z1, a1, z2, a2, ..."""
+        out = {"a0": self.a[0]}
+        for l in range(1, self.depth + 1):
+            out[f"z{l}"] = self.z[l]
+            out[f"a{l}"] = self.a[l]
+        return out
+
+
+@dataclass
+class Backward:
+    """What ``MLP.backward`` returns.
+
+    Attributes
+    ----------
+    stages : dict name -> ndarray   every stage in backward order:
+             dout, dzL, dWL, dbL, da{L-1}, ..., dz1, dW1, db1, da0
+    grads  : dict like params       dW_l and db_l under the keys "W_l", "b_l"
+    """
+    stages: dict
+    grads: dict
+
+
+class MLP:
+    """A fully connected network, z_l = a_{l-1} @ W_l + b_l, a_l = f_l(z_l).
+
+    Parameters
+    ----------
+    sizes : list of int, length L + 1
+        Widths from input to output, e.g. [3, 4, 2]: 3 inputs, one hidden layer of 4, 2 outputs.
+    hidden : str or list of str
+        Activation of the hidden layers: one name for all, or a list of L - 1 names.
+        Known names: sigmoid, tanh, relu, identity.
+    output : str
+        Activation of the output layer ("identity" for a regression output, as in the seed).
+    init_std : float
+        Weights *and* biases are drawn from N(0, init_std^2), like the seed's
+        ``tf.random_normal(stddev=0.1)``.
+    seed : int or None
+        Seed for ``np.random.default_rng``; the same seed gives the same bits.
+    dtype : np.float64 or np.float32
+        float64 by default: finite-difference checks need its precision
+        (float32 roundoff, ~1e-7, swamps a centred difference with h = 1e-5).
+    """
+
+    def __init__(self, sizes, hidden="sigmoid", output="identity", init_std=0.1, seed=0,
+                 dtype=np.float64):
+        self.sizes = self._check_sizes(sizes)
+        L = len(self.sizes) - 1
+        if isinstance(hidden, (list, tuple)):
+            if len(hidden) != L - 1:
+                raise ValueError(f"hidden: expected one activation name per hidden layer "
+                                 f"({L - 1} for sizes {self.sizes}), got {len(hidden)}: {list(hidden)}")
+            names = list(hidden)
+        else:
+            names = [hidden] * (L - 1)
+        self._acts = [activations.get(h, "hidden") for h in names]
+        self._acts.append(activations.get(output, "output"))
+        self.init_std = _checks.real("init_std", init_std, low=0.0)
+        try:
+            self.dtype = np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"dtype: expected np.float64 or np.float32, got {dtype!r}") from None
+        if self.dtype not in [np.dtype(t) for t in DTYPES]:
+            raise ValueError(f"dtype: expected np.float64 or np.float32, got {self.dtype}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise TypeError(f"seed: expected an int or None, got {_checks.describe(seed)}")
+        self.seed = seed
+
+        rng = np.random.default_rng(seed)
+        self.params = {}
+        for l in range(1, L + 1):
+            n_in, n_out = self.sizes[l - 1], self.sizes[l]
+            self.params[f"W{l}"] = rng.normal(0.0, self.init_std, (n_in, n_out)).astype(self.dtype)
+            self.params[f"b{l}"] = rng.normal(0.0, self.init_std, (n_out,)).astype(self.dtype)
+
+    @staticmethod
+    def _check_sizes(sizes):
+        if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
+            raise TypeError(f"sizes: expected a list of at least two positive whole numbers, "
+                            f"got {_checks.describe(sizes)}")
+        if len(sizes) < 2:
+            raise ValueError(f"sizes: expected at least two positive whole numbers "
+                             f"(inputs and outputs), got {list(sizes)}")
+        return [_checks.positive_int(f"sizes[{i}]", s) for i, s in enumerate(sizes)]
+
+    # -- description -------------------------------------------------------------------
+    @property
+    def depth(self):
+        """L, the number of weight layers."""
+        return len(self.sizes) - 1
+
+    @property
+    def activations(self):
+        """Activation names per layer 1 .. L (the last is the output's)."""
+        return [act.name for act in self._acts]
+
+    @property
+    def hidden(self):
+        names = self.activations[:-1]
+        return names[0] if len(set(names)) == 1 else names
+
+    @property
+    def output(self):
+        return self._acts[-1].name
+
+    @property
+    def param_shapes(self):
+        return {k: v.shape for k, v in self.params.items()}
+
+    @property
+    def n_params(self):
+        """P, the total number of parameters."""
+        return sum(v.size for v in self.params.values())
+
+    def __repr__(self):
+        hidden = self.hidden
+        return f"MLP({self.sizes}, hidden={hidden!r}, output={self.output!r})"
+
+    def copy(self):
+        """An independent deep copy: stepping the copy leaves this network untouched."""
+        new = object.__new__(MLP)
+        new.__dict__.update(self.__dict__)
+        new._acts = list(self._acts)
+        new.sizes = list(self.sizes)
+        new.params = {k: v.copy() for k, v in self.params.items()}
+        return new
+
+    # -- forward -----------------------------------------------------------------------
+    def _layers(self, a, start=1):
+        """Run layers start .. L from their input a = a_{start-1}; yield (l, z_l, a_l)."""
+        for l in range(start, self.depth + 1):
+            z = a @ self.params[f"W{l}"] + self.params[f"b{l}"]
+            a = self._acts[l - 1].f(z)
+            yield l, z, a
+
+    def forward(self, X):
+        """Run the network on X and keep every stage.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)     d = sizes[0]
+
+        Returns
+        -------
+        Forward, with ``.output`` of shape (n, K) and every z_l and a_l.
+        """
+        X = _checks.matrix("X", X, self.dtype, width=self.sizes[0], width_name="input columns")
+        record = Forward(X=X, a={0: X})
+        for l, z, a in self._layers(X):
+            record.z[l], record.a[l] = z, a
+        return record
+
+    def __call__(self, X):
+        """The output only: ``net(X)`` is ``net.forward(X).output``."""
+        return self.forward(X).output
+
+    def forward_from(self, layer, a_prev):
+        """The output of layers ``layer`` .. L started from their input ``a_prev`` = a_{layer-1}.
+
+        Used by the gradient checker to perturb an intermediate stage and see the effect.
+        """
+        out = a_prev
+        for _, _, out in self._layers(a_prev, start=layer):
+            pass
+        return out
+
+    # -- backward ----------------------------------------------------------------------
+    def backward(self, record, G, input_grad=True):
+        """Backpropagate G = dL/dO through the record of a forward pass.
+
+        Parameters
+        ----------
+        record : Forward          from ``self.forward(X)``
+        G : array_like, shape (n, K) or (K,)
+            dL/dO; a (K,) vector is used for every row.
+        input_grad : bool
+            Also compute da0 = dL/dX (not needed for a parameter update; skipping it saves
+            the largest matrix product of a wide first layer).
+
+        Returns
+        -------
+        Backward, whose ``stages`` list dout, then per layer l = L .. 1: dz_l, dW_l, db_l,
+        da_{l-1}; and whose ``grads`` hold dW_l, db_l under the keys of ``params``.
+        A pure function of its arguments: calling it twice gives the same answer.
+        """
+        self._check_record(record)
+        n, K = record.output.shape
+        G = _checks.rows_or_vector("G", G, self.dtype, n, K)
+        stages = {"dout": np.array(G)}        # a fresh copy: the record never aliases the caller's G
+        da = stages["dout"]
+        for l in range(self.depth, 0, -1):
+            act = self._acts[l - 1]
+            dz = da if act.name == "identity" else da * act.df(record.z[l], record.a[l])
+            stages[f"dz{l}"] = dz
+            stages[f"dW{l}"] = record.a[l - 1].T @ dz
+            stages[f"db{l}"] = dz.sum(axis=0)
+            if l > 1 or input_grad:
+                da = dz @ self.params[f"W{l}"].T
+                stages[f"da{l - 1}"] = da
+        grads = {}
+        for l in range(1, self.depth + 1):
+            grads[f"W{l}"] = stages[f"dW{l}"]
+            grads[f"b{l}"] = stages[f"db{l}"]
+        return Backward(stages=stages, grads=grads)
+
+    def _check_record(self, record):
+        if not isinstance(record, Forward):
+            raise TypeError(f"record: expected the Forward record returned by net.forward(X), "
+                            f"got {_checks.describe(record)}")
+        widths = [record.a[l].shape[1] for l in range(record.depth + 1)]
+        if widths != self.sizes:
+            raise ValueError(f"record: expected a forward record of a network with sizes "
+                             f"{self.sizes}, got one with widths {widths}")
+
+    def gradient(self, X, G):
+        """sum_i G_i . dO_i/dtheta as a dict like params: forward then backward."""
+        return self.backward(self.forward(X), G, input_grad=False).grads
+
+    # -- update ------------------------------------------------------------------------
+    def step(self, D, lr):
+        """In place: theta <- theta - lr * D for every parameter.
+
+        Atomic: D and lr are checked in full before any parameter changes, so a rejected
+        direction leaves the network exactly as it was.
+        """
+        lr = _checks.real("lr", lr, low=0.0, low_inclusive=False)
+        D = _checks.param_dict("D", D, self.param_shapes, self.dtype)
+        for key, d in D.items():
+            self.params[key] -= self.dtype.type(lr) * d
+        return self
