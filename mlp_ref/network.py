@@ -223,7 +223,7 @@ class MLP:
         return out
 
     # -- backward ----------------------------------------------------------------------
-    def backward(self, record, G, input_grad=True):
+    def backward(self, record, G, input_grad=True, param_grads=True):
         """Backpropagate G = dL/dO through the record of a forward pass.
 
         Parameters
@@ -234,6 +234,9 @@ class MLP:
         input_grad : bool
             Also compute da0 = dL/dX (not needed for a parameter update; skipping it saves
             the largest matrix product of a wide first layer).
+        param_grads : bool
+            Also compute dW_l and db_l. The Jacobian code needs only the per-sample signals
+            dz_l, and skipping the sums over rows saves one matrix product per layer.
 
         Returns
         -------
@@ -250,15 +253,13 @@ class MLP:
             act = self._acts[l - 1]
             dz = da if act.name == "identity" else da * act.df(record.z[l], record.a[l])
             stages[f"dz{l}"] = dz
-            stages[f"dW{l}"] = record.a[l - 1].T @ dz
-            stages[f"db{l}"] = dz.sum(axis=0)
+            if param_grads:
+                stages[f"dW{l}"] = record.a[l - 1].T @ dz
+                stages[f"db{l}"] = dz.sum(axis=0)
             if l > 1 or input_grad:
                 da = dz @ self.params[f"W{l}"].T
                 stages[f"da{l - 1}"] = da
-        grads = {}
-        for l in range(1, self.depth + 1):
-            grads[f"W{l}"] = stages[f"dW{l}"]
-            grads[f"b{l}"] = stages[f"db{l}"]
+        grads = {key: stages["d" + key] for key in self.params} if param_grads else {}
         return Backward(stages=stages, grads=grads)
 
     def _check_record(self, record):

@@ -18,3 +18,33 @@ def seed_setup(seed=0, data_seed=0):
     net = MLP([3, 4, 2], hidden="sigmoid", output="identity", init_std=0.1, seed=seed)
     X, Y = seed_data(n=8, seed=data_seed)
     return net, X, Y
+
+
+#: The visible setup's architecture and training: wide and deep enough that the shared
+#: layers carry real cross-talk, trained until the outputs fit the seed data.
+VISIBLE_SIZES = [3, 16, 16, 2]
+VISIBLE_TRAINING = {"steps": 500, "lr": 0.05}
+
+
+def visible_setup(seed=0, data_seed=0):
+    """A setup where out1's drift is plain to see: 3-16-16-2 tanh, init N(0, 0.5^2),
+    first trained by full-batch gradient descent on the MSE of the seed data
+    (500 steps, lr 0.05; final MSE ~ 2e-3), then handed G = [0, -1].
+
+    The seed's own network starts with weights of size 0.1, so its hidden units barely
+    differ and the cross-talk is tiny (out1 moves ~1e-4 for an out2 gain of ~1.5); the
+    same question on a trained, wider network shows the effect at full size.
+
+    Returns (net, X, Y).
+    """
+    from .losses import mse
+
+    X, Y = seed_data(n=8, seed=data_seed)
+    net = MLP(VISIBLE_SIZES, hidden="tanh", output="identity", init_std=0.5, seed=seed)
+    for _ in range(VISIBLE_TRAINING["steps"]):
+        _, G = mse(net(X), Y)
+        net.step(net.gradient(X, G), VISIBLE_TRAINING["lr"])
+    return net, X, Y
+
+
+SETUPS = {"seed": seed_setup, "visible": visible_setup}

@@ -1,0 +1,211 @@
+"""Output Jacobians without building them, and the cross-output tangent kernel.
+
+For a kept output k and an input row x_i, the Jacobian row J_{ik} = dO_{ik}/dtheta has,
+in layer l, the blocks
+
+    dO_ik/dW_l = outer(a_{l-1,i}, s_{l,ik}),        dO_ik/db_l = s_{l,ik},
+
+where s_{l,ik} = dO_ik/dz_{l,i} is the per-sample backprop *signal*: the row i of the
+stage dz_l of a backward pass with G = e_k (one-hot on column k). So J is fully described
+by the layer inputs a_{l-1} (n, n_{l-1}) and the signals S_l (n, q, n_l), q kept outputs:
+n * sum_l (n_{l-1} + q n_l) numbers instead of n * q * P. Everything we need follows
+layer by layer, with rows c = (i, j) in sample-major order (c = i * q + j):
+
+    Gram        J J^T  = sum_l (S_l S_l^T) * (a_{l-1} a_{l-1}^T + 1)        (m, m), m = n q
+    J . D              = sum_l  rowwise  S_l . (a_{l-1} @ DW_l + Db_l)       (m,)
+    J^T alpha          = { W_l: a_{l-1}^T @ (sum_j alpha_ij S_l,ij),  b_l: column sums }
+
+(the "+ 1" is the bias: its "input" is the constant 1). Cost: q signal-only backward
+passes, one product a a^T and S S^T per layer; memory O(n^2 + n * width), never O(n * P).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _checks
+
+
+def check_keep(keep, K, name="keep"):
+    """``keep`` as a list of distinct output indices in range(K), non-empty."""
+    if isinstance(keep, (int, np.integer)) and not isinstance(keep, bool):
+        keep = [keep]
+    if isinstance(keep, (str, bytes, dict)) or not hasattr(keep, "__iter__"):
+        raise TypeError(f"{name}: expected a list of output indices, got {_checks.describe(keep)}")
+    keep = list(keep)
+    if not keep:
+        raise ValueError(f"{name}: expected at least one output index, got an empty list")
+    for k in keep:
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+            raise TypeError(f"{name}: expected whole-number output indices, got {keep!r}")
+        if not 0 <= k < K:
+            raise ValueError(f"{name}: output index {k} out of range for {K} outputs "
+                             f"(expected 0 .. {K - 1})")
+    if len(set(keep)) != len(keep):
+        raise ValueError(f"{name}: expected distinct output indices, got {keep}")
+    return [int(k) for k in keep]
+
+
+class OutputJacobian:
+    """The Jacobian J of outputs ``keep`` on the rows of X, as an implicit operator.
+
+    Parameters
+    ----------
+    net : MLP
+    X : array_like, shape (n, d)
+    keep : list of int, length q        the output columns whose Jacobian we want
+
+    Attributes
+    ----------
+    inputs  : dict l -> ndarray (n, n_{l-1})     a_{l-1}, the input of layer l
+    signals : dict l -> ndarray (n, q, n_l)      S_l[i, j] = dO_{i, keep[j]} / dz_{l, i}
+    outputs : ndarray (n, q)                     the kept outputs O[:, keep]
+    shape   : (m, P) with m = n q
+    """
+
+    def __init__(self, net, X, keep=(0,)):
+        self.net = net
+        record = net.forward(X)
+        n, K = record.output.shape
+        self.keep = check_keep(keep, K)
+        q = len(self.keep)
+        self.outputs = record.output[:, self.keep]
+        self.inputs = {l: record.a[l - 1] for l in range(1, net.depth + 1)}
+        self.signals = {l: np.empty((n, q, net.sizes[l]), dtype=net.dtype)
+                        for l in range(1, net.depth + 1)}
+        for j, k in enumerate(self.keep):
+            e_k = np.zeros(K, dtype=net.dtype)
+            e_k[k] = 1.0
+            back = net.backward(record, e_k, input_grad=False, param_grads=False)
+            for l in self.signals:
+                self.signals[l][:, j, :] = back.stages[f"dz{l}"]
+        self.shape = (n * q, net.n_params)
+
+    @property
+    def n_rows(self):
+        return self.shape[0]
+
+    def _flat_signals(self, l):
+        """S_l as (m, n_l), rows c = i * q + j."""
+        S = self.signals[l]
+        return S.reshape(-1, S.shape[2])
+
+    def gram(self):
+        """J J^T, shape (m, m), from the per-layer factors: never forms J."""
+        q = len(self.keep)
+        total = np.zeros((self.n_rows, self.n_rows), dtype=self.net.dtype)
+        for l in self.signals:
+            S = self._flat_signals(l)
+            A = self.inputs[l]
+            AA = A @ A.T + 1.0                        # (n, n), the bias adds the constant 1
+            if q > 1:                                 # row c = (i, j) uses sample i's input
+                AA = np.repeat(np.repeat(AA, q, axis=0), q, axis=1)
+            total += (S @ S.T) * AA
+        return total
+
+    def matvec(self, D):
+        """J . D for a direction D (dict like params); returns shape (m,).
+
+        Row c = (i, j): sum_l S_l[i, j] . (a_{l-1, i} @ DW_l + Db_l), the first-order
+        change of O_{i, keep[j]} along D.
+        """
+        out = np.zeros(self.signals[1].shape[:2], dtype=self.net.dtype)
+        for l, S in self.signals.items():
+            dz = self.inputs[l] @ D[f"W{l}"] + D[f"b{l}"]          # (n, n_l): change of z_l
+            out += np.einsum("ijk,ik->ij", S, dz)
+        return out.reshape(-1)
+
+    def rmatvec(self, alpha):
+        """J^T alpha for alpha of shape (m,); returns a dict like params."""
+        n, q = self.signals[1].shape[:2]
+        alpha = np.asarray(alpha, dtype=self.net.dtype).reshape(n, q)
+        D = {}
+        for l, S in self.signals.items():
+            weighted = np.einsum("ij,ijk->ik", alpha, S)          # (n, n_l)
+            D[f"W{l}"] = self.inputs[l].T @ weighted
+            D[f"b{l}"] = weighted.sum(axis=0)
+        return D
+
+    def dense(self):
+        """J itself, shape (m, P), columns in the order of ``flatten``: for teaching and tests.
+
+        Memory m * P: fine for small networks, exactly what the Gram trick avoids.
+        """
+        blocks = []
+        for l, S in self.signals.items():
+            A = self.inputs[l]
+            W_block = np.einsum("ia,ijk->ijak", A, S)             # outer(a_i, s_ij)
+            blocks += [W_block.reshape(self.n_rows, -1), S.reshape(self.n_rows, -1)]
+        return np.concatenate(blocks, axis=1)
+
+
+def dense_rows(net, X, keep=(0,)):
+    """The dense Jacobian J of outputs ``keep`` on X, shape (n q, P), rows sample-major."""
+    return OutputJacobian(net, X, keep).dense()
+
+
+def flatten(D):
+    """A dict like params as one vector, in the order W1, b1, W2, b2, ... (row-major)."""
+    return np.concatenate([np.ravel(v) for v in D.values()])
+
+
+def unflatten(vector, like):
+    """The inverse of ``flatten``: a dict with the keys and shapes of ``like``."""
+    out, start = {}, 0
+    for key, value in like.items():
+        size = np.size(value)
+        out[key] = np.reshape(vector[start:start + size], np.shape(value))
+        start += size
+    if start != len(vector):
+        raise ValueError(f"vector: expected {start} entries for {list(like)}, got {len(vector)}")
+    return out
+
+
+class GramSolver:
+    """alpha = gram^+ rhs for a symmetric positive semi-definite gram, rank-revealing.
+
+    We diagonalise gram = V diag(lam) V^T once and invert only the eigenvalues above
+    ``rcond * max(lam)``; the rest are treated as exactly zero. This is what makes
+    redundant constraints (duplicate rows, dead ReLU units, more constraints than
+    parameters) harmless: their directions are simply not in the row space.
+
+    rcond defaults to m * eps(dtype), the size of the roundoff in the eigenvalues of an
+    (m, m) matrix; in terms of J that drops singular values below sqrt(rcond) * sigma_max
+    (about 4e-8 sigma_max for m = 8 in float64).
+    """
+
+    def __init__(self, gram, rcond=None):
+        m = gram.shape[0]
+        self.rcond = max(m, 1) * np.finfo(gram.dtype).eps if rcond is None else rcond
+        lam, self.V = np.linalg.eigh(gram)
+        keep = lam > self.rcond * lam[-1] if m and lam[-1] > 0 else np.zeros(m, dtype=bool)
+        self.inv = np.zeros_like(lam)
+        self.inv[keep] = 1.0 / lam[keep]
+        self.rank = int(keep.sum())
+
+    def __call__(self, rhs):
+        return self.V @ (self.inv * (self.V.T @ rhs))
+
+
+def tangent_kernel_by_layer(net, X, i=0, j=1):
+    """The cross-output tangent kernel K_ij = J_i J_j^T, split into one share per layer.
+
+    K_ij[a, b] = dO_{a,i}/dtheta . dO_{b,j}/dtheta: how much a gradient step that moves
+    output j on sample b moves output i on sample a (to first order, with step size 1).
+    Per layer, share_l = (S_l^(i) S_l^(j)T) * (a_{l-1} a_{l-1}^T + 1).
+
+    For the output layer L, the signal of output i is e_i on every row and that of j is
+    e_j: their product is exactly zero (out_i and out_j have disjoint output weights), so
+    every bit of the cross-talk flows through the shared hidden layers.
+
+    Returns
+    -------
+    dict: layer l -> ndarray (n, n), and "total" -> their sum, J_i J_j^T.
+    """
+    jac = OutputJacobian(net, X, keep=[i, j] if i != j else [i])
+    a, b = (0, 1) if i != j else (0, 0)
+    shares = {}
+    for l, S in jac.signals.items():
+        A = jac.inputs[l]
+        shares[l] = (S[:, a, :] @ S[:, b, :].T) * (A @ A.T + 1.0)
+    shares["total"] = sum(shares[l] for l in jac.signals)
+    return shares
