@@ -52,6 +52,26 @@ def _print_stage(name, value, formula):
     print("  " + np.array2string(value, prefix="  "))
 
 
+def cmd_table(args):
+    """The side-by-side table: every rule on both setups, after 1 and after N steps."""
+    from .experiments import N_PROBE, format_table, question_table
+
+    print("G = [0, -1]: raise out2, hold out1. Each rule from the same start; "
+          f"unseen = {N_PROBE} probe inputs from the same cube.\n")
+    print(format_table(question_table(long_steps=args.steps)))
+    return 0
+
+
+def cmd_replay(args):
+    """The accepted answer's TensorFlow script, replayed in NumPy."""
+    from .experiments import format_replay, replay_answer
+
+    print("The answer's script on the seed setup (3-4-2 sigmoid, 8 samples, lr 0.1): its three\n"
+          "train ops in order, then the one it never ran (the mask with all variables).\n")
+    print(format_replay(replay_answer(), precision=args.precision))
+    return 0
+
+
 def cmd_figures(args):
     """Regenerate every figure into --out (default: figures/)."""
     from .figures import write_all
@@ -61,6 +81,8 @@ def cmd_figures(args):
 
 
 COMMANDS = {
+    "table": (cmd_table, "the question's side-by-side table of every fix (the default)"),
+    "replay": (cmd_replay, "replay the accepted answer's TensorFlow script in NumPy"),
     "stages": (cmd_stages, "print every forward and backward stage of the seed network"),
     "figures": (cmd_figures, "regenerate every figure (PNG) into figures/ or --out DIR"),
 }
@@ -72,6 +94,10 @@ def build_parser():
         description="mlp-ref: move output 2 of an MLP while holding output 1 fixed - "
                     "every fix, measured.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    p = sub.add_parser("table", help=COMMANDS["table"][1])
+    p.add_argument("--steps", type=_positive, default=100, help="length of the long run (default 100)")
+    p = sub.add_parser("replay", help=COMMANDS["replay"][1])
+    p.add_argument("--precision", type=int, default=4, help="digits printed (default 4)")
     p = sub.add_parser("stages", help=COMMANDS["stages"][1])
     p.add_argument("--precision", type=int, default=4, help="digits printed (default 4)")
     p = sub.add_parser("figures", help=COMMANDS["figures"][1])
@@ -79,12 +105,18 @@ def build_parser():
     return parser
 
 
+def _positive(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text}")
+    return value
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 0
+    if args.command is None:                      # no command: the question's table
+        args = parser.parse_args(["table", *(argv or [])])
     return COMMANDS[args.command][0](args)
 
 
