@@ -120,3 +120,20 @@ def test_cli_replay_prints_the_verdict(capsys):
     assert "the mask alone does not hold out1" in text
     for op in ("train_op2", "train_op12", "train_op_all", "mask, all variables"):
         assert f"after {op}" in text
+
+
+def test_penalty_stability_criterion_separates_the_stable_and_the_diverging_weight():
+    from mlp_ref import jacobian
+    from mlp_ref.setups import visible_setup
+    net, X, _ = visible_setup()
+    lam_max = np.linalg.eigvalsh(jacobian.OutputJacobian(net, X, [0]).gram())[-1]
+    lr = E.LR["visible"]
+    assert lr * E.PENALTY_LAM * lam_max < 2 < lr * 3.0 * lam_max
+
+
+def test_visible_setup_is_trained_to_a_small_mse():
+    from mlp_ref.losses import mse
+    from mlp_ref.setups import VISIBLE_TRAINING, visible_setup
+    net, X, Y = visible_setup()
+    assert VISIBLE_TRAINING == {"steps": 500, "lr": 0.05}
+    assert 1e-3 < mse(net(X), Y)[0] < 3e-3
