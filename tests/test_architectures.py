@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import mlp_ref as mr
+from mlp_ref import optim
 from mlp_ref.architectures import SplitHeads, TowerForward, TwoTower
 from mlp_ref.data import probe_inputs, seed_data
 from mlp_ref.setups import G_QUESTION
@@ -166,6 +167,23 @@ def test_training_all_of_tower1_leaves_out1_bit_identical(lr):
     assert np.array_equal(after_X[:, 0], before_X[:, 0])
     assert np.array_equal(after_P[:, 0], before_P[:, 0])
     assert np.mean(after_X[:, 1]) > np.mean(before_X[:, 1])
+
+
+@pytest.mark.parametrize("make_opt", [lambda: optim.Momentum(0.5), lambda: optim.Adam(0.05)],
+                         ids=["Momentum", "Adam"])
+def test_freezing_survives_any_coordinate_wise_optimizer(make_opt):
+    # unlike a projection, a zero on a frozen key stays zero through momentum and Adam:
+    # v = beta v + 0 stays 0, and Adam's U = lr 0 / (0 + eps) = 0 exactly
+    X, _ = seed_data()
+    P = probe_inputs()
+    for model, trainable in ((SplitHeads([3, 4, 2]), SplitHeads([3, 4, 2]).head_keys(1)),
+                             (TwoTower([3, 4, 2]), TwoTower([3, 4, 2]).tower_keys(1))):
+        opt = make_opt()
+        before = model(P)
+        for _ in range(5):
+            opt.apply(model, only(model.gradient(X, G_QUESTION), trainable))
+        assert np.array_equal(model(P)[:, 0], before[:, 0])
+        assert np.mean(model(P)[:, 1]) > np.mean(before[:, 1])
 
 
 def test_moving_the_shared_trunk_moves_out1():
