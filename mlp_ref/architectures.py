@@ -1,0 +1,465 @@
+"""Layer splitting as architecture: the accepted answer's first recipe, as networks.
+
+    "introduce two sets of variables: one for the connections between the hidden layer
+     and the first output block, one for the rest" -- then train only the second set.
+
+Two ways to give each group of outputs parameters of its own:
+
+    SplitHeads   one shared trunk (layers 1 .. L-1), one output layer per group
+    TwoTower     one whole MLP per group, nothing shared
+
+Training only parameters that output 1 does not depend on leaves output 1 *exactly*
+unchanged: not to first order, but to the last bit, on every input, at every step size.
+The price: with split heads the trunk must stay frozen (it feeds output 1 too), so out2
+can only re-weight features learnt for both; two towers can train a whole network for
+out2, but share nothing and cost a trunk per group.
+
+Parameter names: the MLP's key, then the part it belongs to. For sizes [3, 4, 2] and
+groups [[0], [1]]:
+
+    SplitHeads   trunk     W1 (3, 4), b1 (4,)                      as in MLP, layers 1 .. L-1
+                 head j    W2_head{j} (4, len(heads[j])), b2_head{j} (len(heads[j]),)
+    TwoTower     tower k   W1_tower{k} (3, 4), b1_tower{k} (4,),
+                           W2_tower{k} (4, len(groups[k])), b2_tower{k} (len(groups[k]),)
+
+Column c of head (or tower) j is output ``groups[j][c]``; the model's output puts every
+column back in its place, so it is (n, K) like an MLP's.
+
+Both classes compute *through* an MLP from network.py: the backprop math lives in one
+place. A SplitHeads model is exactly an MLP whose last weight matrix is the heads'
+columns put side by side; a TwoTower model is one MLP per group.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _checks
+from .network import MLP, Backward, Forward
+
+
+def check_groups(name, groups, K):
+    """``groups`` as a list of lists of int that partitions range(K).
+
+    Each output index 0 .. K-1 must be in exactly one group, and no group may be empty.
+    Raises ValueError or TypeError naming ``name`` and saying what is wrong.
+    """
+    example = [[k] for k in range(K)]
+    if isinstance(groups, (str, bytes)) or not isinstance(groups, (list, tuple)):
+        raise TypeError(f"{name}: expected a list of groups of output indices, e.g. {example}, "
+                        f"got {_checks.describe(groups)}")
+    if len(groups) == 0:
+        raise ValueError(f"{name}: expected at least one group of output indices, e.g. {example}, "
+                         f"got none")
+    owner = {}                       # output index -> the group that holds it
+    out = []
+    for j, group in enumerate(groups):
+        if isinstance(group, (str, bytes)) or not isinstance(group, (list, tuple, range, np.ndarray)):
+            raise TypeError(f"{name}[{j}]: expected a list of output indices, "
+                            f"got {_checks.describe(group)}")
+        if len(group) == 0:
+            raise ValueError(f"{name}[{j}]: the group is empty; every group needs at least one output")
+        cols = []
+        for c in group:
+            if isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Integral):
+                raise TypeError(f"{name}[{j}]: expected whole numbers (output indices), "
+                                f"got {_checks.describe(c)}")
+            c = int(c)
+            if not 0 <= c < K:
+                raise ValueError(f"{name}[{j}]: output index {c} is out of range for "
+                                 f"{K} outputs (0 .. {K - 1})")
+            if c in owner:
+                where = f"twice in group {j}" if owner[c] == j else f"in groups {owner[c]} and {j}"
+                raise ValueError(f"{name}: output {c} is {where}; each output must be in "
+                                 f"exactly one group")
+            owner[c] = j
+            cols.append(c)
+        out.append(cols)
+    missing = [c for c in range(K) if c not in owner]
+    if missing:
+        raise ValueError(f"{name}: output(s) {missing} are in no group; the groups must cover "
+                         f"every output 0 .. {K - 1}, each exactly once")
+    return out
+
+
+def _mlp_with(template, params):
+    """An MLP with the structure of ``template`` (sizes, activations, dtype) computing with
+    ``params``: the arrays are shared, not copied. ``template.params`` is kept empty, so
+    the copy costs nothing."""
+    net = template.copy()
+    net.params = params
+    return net
+
+
+def _structure(net, sizes):
+    """An MLP with the activations and dtype of ``net`` but other sizes, holding no parameters."""
+    template = MLP(sizes, hidden=net.activations[:-1], output=net.output, init_std=0.0, seed=0,
+                   dtype=net.dtype)
+    template.params = {}
+    return template
+
+
+class _Composed:
+    """What SplitHeads and TwoTower share: the params dict is the one storage, and every
+    method of the MLP interface that only needs that dict lives here."""
+
+    @property
+    def depth(self):
+        """L, the number of weight layers from input to output."""
+        return len(self.sizes) - 1
+
+    @property
+    def param_shapes(self):
+        return {k: v.shape for k, v in self.params.items()}
+
+    @property
+    def n_params(self):
+        """P, the total number of parameters."""
+        return sum(v.size for v in self.params.values())
+
+    @property
+    def activations(self):
+        return self._activations
+
+    @property
+    def hidden(self):
+        names = self._activations[:-1]
+        return names[0] if len(set(names)) == 1 else names
+
+    @property
+    def output(self):
+        return self._activations[-1]
+
+    def __call__(self, X):
+        """The output only: ``model(X)`` is ``model.forward(X).output``, shape (n, K)."""
+        return self.forward(X).output
+
+    def gradient(self, X, G):
+        """sum_i G_i . dO_i/dtheta as a dict like params: forward then backward."""
+        return self.backward(self.forward(X), G, input_grad=False).grads
+
+    def step(self, D, lr):
+        """In place: theta <- theta - lr * D for every parameter, exactly as ``MLP.step``.
+
+        Atomic: D and lr are checked in full before any parameter changes.
+        """
+        lr = _checks.real("lr", lr, low=0.0, low_inclusive=False)
+        D = _checks.param_dict("D", D, self.param_shapes, self.dtype)
+        for key, d in D.items():
+            self.params[key] -= self.dtype.type(lr) * d
+        return self
+
+    def copy(self):
+        """An independent deep copy: stepping the copy leaves this model untouched."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.params = {k: v.copy() for k, v in self.params.items()}
+        return new
+
+
+class SplitHeads(_Composed):
+    """A shared trunk and one output layer ("head") per group of outputs.
+
+    Layers 1 .. L-1 are an MLP's; layer L is split by output columns:
+
+        a_{L-1} = trunk(X)                                          (n, n_{L-1})
+        O[:, heads[j]] = f_L(a_{L-1} @ W{L}_head{j} + b{L}_head{j})   (n, len(heads[j]))
+
+    This is *exactly* the MLP whose W_L has column heads[j][c] equal to column c of
+    W{L}_head{j} (and b_L likewise): forward and backward assemble that W_L and run the
+    MLP's code. The heads' gradients are the columns of the MLP's dW_L, and the trunk's
+    gradient sums over the heads (they fork from a_{L-1}), which the product
+    dz_L @ W_L.T does in one go.
+
+    Parameters
+    ----------
+    sizes : list of int, length L + 1
+        As for MLP, e.g. [3, 4, 2]; K = sizes[-1] outputs.
+    heads : list of lists of int
+        A partition of range(K): each output in exactly one head, no head empty.
+        The default ([0], [1]) gives out1 and out2 a head each.
+    hidden, output, init_std, seed, dtype
+        As for MLP. The initial values are MLP(sizes, ..., seed=seed)'s, split: the model
+        starts as the very same function as that MLP.
+
+    Attributes
+    ----------
+    params : dict
+        Trunk keys W1, b1, ..., W{L-1}, b{L-1} (as in MLP), then for each head j
+        W{L}_head{j} (n_{L-1}, len(heads[j])) and b{L}_head{j} (len(heads[j]),).
+    heads : list of lists of int
+    """
+
+    def __init__(self, sizes, heads=([0], [1]), hidden="sigmoid", output="identity", init_std=0.1,
+                 seed=0, dtype=np.float64):
+        net = MLP(sizes, hidden=hidden, output=output, init_std=init_std, seed=seed, dtype=dtype)
+        self._split(net, heads)
+
+    @classmethod
+    def from_mlp(cls, net, heads=([0], [1])):
+        """Split the last layer of an existing MLP into heads (copies; ``net`` is untouched).
+
+        The result computes the same outputs as ``net``, to the last bit.
+        """
+        if not isinstance(net, MLP):
+            raise TypeError(f"net: expected an MLP, got {_checks.describe(net)}")
+        model = object.__new__(cls)
+        model._split(net.copy(), heads)
+        return model
+
+    def _split(self, net, heads):
+        """Take ``net``'s parameters (net is ours to consume) and split its last layer."""
+        L = net.depth
+        self.heads = check_groups("heads", heads, net.sizes[-1])
+        self.sizes = list(net.sizes)
+        self.dtype = net.dtype
+        self._activations = net.activations
+        W, b = net.params[f"W{L}"], net.params[f"b{L}"]
+        self.params = {k: v for k, v in net.params.items() if k not in (f"W{L}", f"b{L}")}
+        for j, cols in enumerate(self.heads):
+            self.params[f"W{L}_head{j}"] = W[:, cols].copy()
+            self.params[f"b{L}_head{j}"] = b[cols].copy()
+        net.params = {}                 # the template keeps the structure; params live here
+        self._template = net
+
+    # -- naming ------------------------------------------------------------------------
+    @property
+    def trunk_keys(self):
+        """The shared parameters W1, b1, ..., W{L-1}, b{L-1}: every output depends on them."""
+        return [f"{p}{l}" for l in range(1, self.depth) for p in "Wb"]
+
+    def head_keys(self, j):
+        """The parameters of head j, [W{L}_head{j}, b{L}_head{j}]: only outputs heads[j] depend on them."""
+        if isinstance(j, (bool, np.bool_)) or not isinstance(j, numbers.Integral) \
+                or not 0 <= j < len(self.heads):
+            raise ValueError(f"j: expected a head index 0 .. {len(self.heads) - 1}, got {j!r}")
+        return [f"W{self.depth}_head{j}", f"b{self.depth}_head{j}"]
+
+    def __repr__(self):
+        return (f"SplitHeads({self.sizes}, heads={self.heads}, hidden={self.hidden!r}, "
+                f"output={self.output!r})")
+
+    # -- the equivalent MLP --------------------------------------------------------------
+    def _as_mlp(self):
+        """The same function as one MLP: trunk arrays shared, W_L and b_L assembled from the heads."""
+        L = self.depth
+        W = np.empty((self.sizes[-2], self.sizes[-1]), dtype=self.dtype)
+        b = np.empty(self.sizes[-1], dtype=self.dtype)
+        for j, cols in enumerate(self.heads):
+            W[:, cols] = self.params[f"W{L}_head{j}"]
+            b[cols] = self.params[f"b{L}_head{j}"]
+        params = {k: self.params[k] for k in self.trunk_keys}
+        params[f"W{L}"], params[f"b{L}"] = W, b
+        return _mlp_with(self._template, params)
+
+    def to_mlp(self):
+        """An independent MLP computing the same function (the heads joined back into W_L, b_L)."""
+        return self._as_mlp().copy()
+
+    # -- forward and backward ------------------------------------------------------------
+    def forward(self, X):
+        """Run the model on X; the record is the equivalent MLP's.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+
+        Returns
+        -------
+        Forward, with ``.output`` of shape (n, K) and every z_l and a_l (z_L, a_L have
+        all K columns, in output order).
+        """
+        return self._as_mlp().forward(X)
+
+    def backward(self, record, G, input_grad=True):
+        """Backpropagate G = dL/dO through the record of ``self.forward(X)``.
+
+        Parameters
+        ----------
+        record : Forward
+        G : array_like, shape (n, K) or (K,)
+        input_grad : bool      also compute da0 = dL/dX
+
+        Returns
+        -------
+        Backward. ``stages`` are the MLP's (dout, dz_L, dW_L, db_L, da_{L-1}, ..., db1[, da0])
+        with, after db_L, each head's share:
+
+            dW{L}_head{j} = dW_L[:, heads[j]]  = a_{L-1}.T @ dz_L[:, heads[j]]
+            db{L}_head{j} = db_L[heads[j]]
+
+        ``grads`` holds dW_l, db_l for the trunk and the heads' shares, keyed like params.
+        """
+        back = self._as_mlp().backward(record, G, input_grad=input_grad)
+        L = self.depth
+        head_grads = {}
+        for j, cols in enumerate(self.heads):
+            head_grads[f"W{L}_head{j}"] = back.stages[f"dW{L}"][:, cols]
+            head_grads[f"b{L}_head{j}"] = back.stages[f"db{L}"][cols]
+        stages = {}
+        for name, value in back.stages.items():
+            stages[name] = value
+            if name == f"db{L}":
+                stages.update({f"d{k}": g for k, g in head_grads.items()})
+        grads = {k: back.grads[k] for k in self.trunk_keys}
+        grads.update(head_grads)
+        return Backward(stages=stages, grads=grads)
+
+
+@dataclass
+class TowerForward:
+    """What ``TwoTower.forward`` leaves behind for ``TwoTower.backward``.
+
+    Attributes
+    ----------
+    X : ndarray, shape (n, d)
+    towers : list of Forward     tower k's record; its output is (n, len(groups[k]))
+    output : ndarray, shape (n, K)   the towers' columns put back in output order
+    """
+    X: np.ndarray
+    towers: list = field(default_factory=list)
+    output: np.ndarray = None
+
+    @property
+    def stages(self):
+        """Every tower's forward stages, suffixed by the tower: a0_tower0, z1_tower0, ..."""
+        return {f"{name}_tower{k}": v for k, rec in enumerate(self.towers)
+                for name, v in rec.stages.items()}
+
+
+class TwoTower(_Composed):
+    """One independent MLP ("tower") per group of outputs; nothing is shared.
+
+        O[:, groups[k]] = tower_k(X),     tower k of sizes [d, n_1, ..., n_{L-1}, len(groups[k])]
+
+    Parameters
+    ----------
+    sizes : list of int, length L + 1
+        [d, n_1, ..., n_{L-1}, K]: every tower has these hidden widths.
+    groups : list of lists of int
+        A partition of range(K), one tower per group (two by default: ([0], [1])).
+    hidden, output, init_std, seed, dtype
+        As for MLP. Tower k starts as MLP(sizes, ..., seed=seed) restricted to the
+        outputs groups[k] (see ``from_mlp``): all towers start with equal trunks, which
+        then train independently, and the model starts as the same function as that MLP.
+
+    Attributes
+    ----------
+    params : dict
+        For each tower k, the MLP keys with the suffix ``_tower{k}``:
+        W1_tower{k}, b1_tower{k}, ..., W{L}_tower{k} (n_{L-1}, len(groups[k])), b{L}_tower{k}.
+    groups : list of lists of int
+
+    The cost against SplitHeads: (number of groups - 1) extra trunks, and no feature
+    learnt for one output can serve another.
+    """
+
+    def __init__(self, sizes, groups=([0], [1]), hidden="sigmoid", output="identity", init_std=0.1,
+                 seed=0, dtype=np.float64):
+        net = MLP(sizes, hidden=hidden, output=output, init_std=init_std, seed=seed, dtype=dtype)
+        self._build(net, groups)
+
+    @classmethod
+    def from_mlp(cls, net, groups=([0], [1])):
+        """One tower per group, each a copy of ``net`` keeping only its group's output columns.
+
+        Every tower starts with ``net``'s trunk, so the model starts as the same function
+        as ``net`` (to rounding: a product with fewer columns may round differently).
+        """
+        if not isinstance(net, MLP):
+            raise TypeError(f"net: expected an MLP, got {_checks.describe(net)}")
+        model = object.__new__(cls)
+        model._build(net, groups)
+        return model
+
+    def _build(self, net, groups):
+        L = net.depth
+        self.groups = check_groups("groups", groups, net.sizes[-1])
+        self.sizes = list(net.sizes)
+        self.dtype = net.dtype
+        self._activations = net.activations
+        self.params = {}
+        self._templates = []
+        for k, cols in enumerate(self.groups):
+            for key, value in net.params.items():
+                if key == f"W{L}":
+                    value = value[:, cols]
+                elif key == f"b{L}":
+                    value = value[cols]
+                self.params[f"{key}_tower{k}"] = value.copy()
+            self._templates.append(_structure(net, self.sizes[:-1] + [len(cols)]))
+
+    # -- naming ------------------------------------------------------------------------
+    def tower_keys(self, k):
+        """The parameters of tower k: only outputs groups[k] depend on them."""
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral) \
+                or not 0 <= k < len(self.groups):
+            raise ValueError(f"k: expected a tower index 0 .. {len(self.groups) - 1}, got {k!r}")
+        return [f"{p}{l}_tower{k}" for l in range(1, self.depth + 1) for p in "Wb"]
+
+    def tower(self, k):
+        """Tower k as an independent MLP (a copy), outputs groups[k]."""
+        return self._tower(k).copy()
+
+    def _tower(self, k):
+        """Tower k as an MLP sharing this model's arrays."""
+        n = len(f"_tower{k}")
+        return _mlp_with(self._templates[k], {key[:-n]: self.params[key] for key in self.tower_keys(k)})
+
+    def __repr__(self):
+        return (f"TwoTower({self.sizes}, groups={self.groups}, hidden={self.hidden!r}, "
+                f"output={self.output!r})")
+
+    # -- forward and backward ------------------------------------------------------------
+    def forward(self, X):
+        """Run every tower on X and put their columns back in output order.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+
+        Returns
+        -------
+        TowerForward, with ``.output`` of shape (n, K) and each tower's Forward record.
+        """
+        records = [self._tower(k).forward(X) for k in range(len(self.groups))]
+        n = records[0].output.shape[0]
+        out = np.empty((n, self.sizes[-1]), dtype=self.dtype)
+        for cols, rec in zip(self.groups, records):
+            out[:, cols] = rec.output
+        return TowerForward(X=records[0].X, towers=records, output=out)
+
+    def backward(self, record, G, input_grad=True):
+        """Backpropagate G = dL/dO: tower k receives G's columns groups[k].
+
+        Parameters
+        ----------
+        record : TowerForward       from ``self.forward(X)``
+        G : array_like, shape (n, K) or (K,)
+        input_grad : bool           also compute da0 = dL/dX
+
+        Returns
+        -------
+        Backward. ``stages`` are every tower's (dout_tower0, dz{L}_tower0, ...), and, when
+        input_grad, the total ``da0`` = sum_k da0_tower{k}: X feeds every tower, so the
+        gradients add at that fork. ``grads`` are keyed like params.
+        """
+        if not isinstance(record, TowerForward) or len(record.towers) != len(self.groups):
+            raise TypeError(f"record: expected the TowerForward record returned by "
+                            f"model.forward(X) of a TwoTower with {len(self.groups)} towers, "
+                            f"got {_checks.describe(record)}")
+        n, K = record.output.shape
+        G = _checks.rows_or_vector("G", G, self.dtype, n, K)
+        stages, grads = {}, {}
+        da0 = None
+        for k, cols in enumerate(self.groups):
+            back = self._tower(k).backward(record.towers[k], G[:, cols], input_grad=input_grad)
+            stages.update({f"{name}_tower{k}": v for name, v in back.stages.items()})
+            grads.update({f"{key}_tower{k}": g for key, g in back.grads.items()})
+            if input_grad:
+                da0 = back.stages["da0"] if da0 is None else da0 + back.stages["da0"]
+        if input_grad:
+            stages["da0"] = da0
+        return Backward(stages=stages, grads=grads)
