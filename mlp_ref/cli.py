@@ -54,11 +54,13 @@ def _print_stage(name, value, formula):
 
 def cmd_table(args):
     """The side-by-side table: every rule on both setups, after 1 and after N steps."""
-    from .experiments import N_PROBE, format_table, question_table
+    from .experiments import N_PROBE, format_capacity, format_table, out2_capacity, question_table
 
     print("G = [0, -1]: raise out2, hold out1. Each rule from the same start; "
           f"unseen = {N_PROBE} probe inputs from the same cube.\n")
     print(format_table(question_table(long_steps=args.steps)))
+    print()
+    print(format_capacity(out2_capacity()))
     return 0
 
 

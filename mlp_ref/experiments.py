@@ -202,6 +202,129 @@ def naive_step_effect(net, X, G=G_QUESTION, lr=0.1):
     return {"before": before, "after": after, "delta": after - before, "lr": lr}
 
 
+
+# -- the optimizer's role ---------------------------------------------------------------
+
+#: The two orders of projection and optimizer (see ``optim``): project the incoming
+#: gradient and let Adam rescale it (the pitfall), or project Adam's final update.
+OPTIMIZER_ORDERS = {"project gradient, then Adam": "gradient", "Adam, then project update": "update"}
+
+
+def _adam_holding_out1(net, X, lr, order):
+    from .optim import Adam
+    return Adam(lr, constraint=lambda U: fixes.nullspace(net, U, X, keep=[0]), order=order)
+
+
+def optimizer_order(setup="visible", lrs=None, steps=100, lr=None, G=G_QUESTION):
+    """Adam with a null-space projection in either order.
+
+    Returns a dict with ``lrs`` (m,) and, per order name (``OPTIMIZER_ORDERS``):
+    ``one_step`` (m,) max |delta out1| on the batch after one Adam step at each lr, and
+    ``drift``, ``gain`` (steps + 1,) over ``steps`` Adam steps at ``lr``.
+    """
+    net0, X, _ = SETUPS[setup]()
+    lrs = np.logspace(-5, -2, 7) if lrs is None else np.asarray(lrs, dtype=float)
+    lr = 1e-3 if lr is None else lr
+    out = {"lrs": lrs, "lr": lr, "steps": np.arange(steps + 1), "setup": setup}
+    for name, order in OPTIMIZER_ORDERS.items():
+        one = []
+        for eta in lrs:
+            net = net0.copy()
+            _adam_holding_out1(net, X, eta, order).apply(net, fixes.naive(net, X, G))
+            one.append(np.max(np.abs(net(X)[:, 0] - net0(X)[:, 0])))
+        net = net0.copy()
+        opt = _adam_holding_out1(net, X, lr, order)
+        drift, gain = [0.0], [0.0]
+        for _ in range(steps):
+            opt.apply(net, fixes.naive(net, X, G))
+            d = net(X) - net0(X)
+            drift.append(float(np.max(np.abs(d[:, 0]))))
+            gain.append(float(np.mean(d[:, 1])))
+        out[name] = {"one_step": np.array(one), "drift": np.array(drift), "gain": np.array(gain)}
+    return out
+
+
+# -- what out2 can still learn --------------------------------------------------------------
+
+def out2_capacity(n=32, steps=200, lr=0.05, seed=5):
+    """Teach out2 a *new* function while holding out1, with each kind of layer splitting.
+
+    Start from the visible network; the new target for out2 is y2' = x1 x2 - x3 on n fresh
+    inputs (out1 must keep its values there). Each variant runs ``steps`` steps of
+    gradient descent on the MSE of out2 alone:
+
+        naive          every parameter of the MLP (out1 is free to drift)
+        freeze         the MLP's output layer only (var_list), = SplitHeads' head 1
+        heads          SplitHeads.from_mlp, head 1 trained: the same function as freeze
+        towers         TwoTower.from_mlp, all of tower 1 trained: a whole network for out2
+        project+restore  every parameter, projected and restored to hold out1 on the n inputs
+
+    Returns a dict: per variant ``mse`` (steps + 1,) of out2 against the new target,
+    ``drift_batch`` and ``drift_unseen`` (final max |delta out1| on the n inputs and on
+    probe inputs), ``n_moved`` (how many parameters changed) and ``n_params``.
+    """
+    from .architectures import SplitHeads, TwoTower
+    from .data import seed_data
+    from .losses import mse
+
+    net0, _, _ = SETUPS["visible"]()
+    X, _ = seed_data(n=n, seed=seed)
+    target = X[:, 0] * X[:, 1] - X[:, 2]
+    P = probe_inputs(N_PROBE)
+    ref = net0(X)[:, 0]
+    L = net0.depth
+
+    def G_for(model):                        # dL/dO of the MSE on out2 only
+        G = np.zeros((n, 2))
+        G[:, 1] = mse(model(X)[:, 1:], target[:, None])[1][:, 0]
+        return G
+
+    def only(model, keys):
+        return lambda: {k: (g if k in keys else np.zeros_like(g))
+                        for k, g in model.gradient(X, G_for(model)).items()}
+
+    net, net_f, net_p = net0.copy(), net0.copy(), net0.copy()
+    heads, towers = SplitHeads.from_mlp(net0), TwoTower.from_mlp(net0)
+    variants = {
+        "naive": (net, lambda: net.gradient(X, G_for(net)), None),
+        "freeze": (net_f, only(net_f, [f"W{L}", f"b{L}"]), None),
+        "heads": (heads, only(heads, heads.head_keys(1)), None),
+        "towers": (towers, only(towers, towers.tower_keys(1)), None),
+        "project+restore": (
+            net_p, lambda: fixes.nullspace(net_p, net_p.gradient(X, G_for(net_p)), X, keep=[0]),
+            lambda: fixes.restore(net_p, X, ref)),
+    }
+    out = {"target": "x1 x2 - x3", "n": n, "steps": np.arange(steps + 1)}
+    for name, (model, direction, after) in variants.items():
+        start = {k: v.copy() for k, v in model.params.items()}
+        out1_X, out1_P = model(X)[:, 0], model(P)[:, 0]      # each model's own start
+        losses = [mse(model(X)[:, 1:], target[:, None])[0]]
+        for _ in range(steps):
+            model.step(direction(), lr)
+            if after is not None:
+                after()
+            losses.append(mse(model(X)[:, 1:], target[:, None])[0])
+        out[name] = {"mse": np.array(losses),
+                     "drift_batch": float(np.max(np.abs(model(X)[:, 0] - out1_X))),
+                     "drift_unseen": float(np.max(np.abs(model(P)[:, 0] - out1_P))),
+                     "n_moved": int(sum(np.sum(model.params[k] != start[k]) for k in start)),
+                     "n_params": model.n_params}
+    return out
+
+
+def format_capacity(res):
+    """``out2_capacity`` as text: what out2 can still learn under each kind of splitting."""
+    steps = len(res["steps"]) - 1
+    lines = [f"Teaching out2 a new function ({res['target']}) on {res['n']} inputs, {steps} steps, "
+             f"holding out1:",
+             f"{'variant':16} {'out2 MSE':>9} -> {'final':>9} {'|dout1| batch':>14} "
+             f"{'|dout1| unseen':>15} {'params moved':>13}"]
+    for name in ("naive", "freeze", "heads", "towers", "project+restore"):
+        r = res[name]
+        lines.append(f"{name:16} {r['mse'][0]:9.4f} -> {r['mse'][-1]:9.4f} {r['drift_batch']:14.3e} "
+                     f"{r['drift_unseen']:15.3e} {r['n_moved']:>6} of {r['n_params']:<4}")
+    return "\n".join(lines)
+
 # -- the accepted answer's TensorFlow script, replayed ---------------------------------
 
 #: The script's train ops: (name, loss, var_list), run one after another as it does.

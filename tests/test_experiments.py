@@ -111,6 +111,8 @@ def test_cli_table_is_the_default_and_prints_every_rule(capsys):
         assert f"seed     {rule}" in text and f"visible  {rule}" in text
         assert E.GUARANTEES[rule] in text
     assert "after 100 steps" in text
+    for variant in ("freeze", "heads", "towers", "project+restore"):
+        assert f"\n{variant:16} " in text.split("Teaching out2")[1]
 
 
 def test_cli_replay_prints_the_verdict(capsys):
@@ -137,3 +139,48 @@ def test_visible_setup_is_trained_to_a_small_mse():
     net, X, Y = visible_setup()
     assert VISIBLE_TRAINING == {"steps": 500, "lr": 0.05}
     assert 1e-3 < mse(net(X), Y)[0] < 3e-3
+
+
+@pytest.mark.parametrize("setup", ["seed", "visible"])
+def test_project_then_adam_drifts_O_lr_and_the_right_order_O_lr2(setup):
+    res = E.optimizer_order(setup, lrs=np.logspace(-5, -3, 5), steps=0)
+    wrong, right = (res[name]["one_step"] for name in E.OPTIMIZER_ORDERS)
+    fit = lambda d: np.polyfit(np.log(res["lrs"]), np.log(d), 1)[0]
+    assert 0.9 <= fit(wrong) <= 1.1
+    assert 1.8 <= fit(right) <= 2.2
+    assert np.all(right < wrong)
+
+
+def test_adam_orders_over_many_steps():
+    res = E.optimizer_order("visible", lrs=[1e-3], steps=50)
+    wrong, right = (res[name] for name in E.OPTIMIZER_ORDERS)
+    assert right["drift"][-1] < 0.1 * wrong["drift"][-1]
+    assert right["gain"][-1] > 0 and wrong["gain"][-1] > 0
+
+
+@pytest.fixture(scope="module")
+def capacity():
+    return E.out2_capacity(steps=100)
+
+
+def test_layer_splitting_holds_out1_exactly_and_costs_what_out2_can_learn(capacity):
+    c = capacity
+    for name in ("freeze", "heads", "towers"):
+        assert c[name]["drift_batch"] == 0.0 and c[name]["drift_unseen"] == 0.0, name
+    # separate heads train exactly what freezing the output layer trains
+    assert np.array_equal(c["heads"]["mse"], c["freeze"]["mse"])
+    assert c["freeze"]["n_moved"] == 17                     # out2's 16 weights and its bias
+    # two towers give out2 a whole network: it learns as well as unconstrained training ...
+    np.testing.assert_allclose(c["towers"]["mse"], c["naive"]["mse"], rtol=1e-9)
+    assert c["towers"]["mse"][-1] < 0.5 * c["freeze"]["mse"][-1]
+    # ... at the price of a second trunk
+    assert c["towers"]["n_params"] > 1.9 * c["naive"]["n_params"]
+    # while naive training moves out1
+    assert c["naive"]["drift_batch"] > 0.1
+
+
+def test_project_restore_learns_more_than_freezing_but_holds_only_the_batch(capacity):
+    c = capacity
+    assert c["project+restore"]["drift_batch"] <= 1e-12
+    assert c["project+restore"]["drift_unseen"] > 1e-3
+    assert c["towers"]["mse"][-1] < c["project+restore"]["mse"][-1] < c["freeze"]["mse"][-1]
