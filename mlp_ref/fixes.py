@@ -36,6 +36,16 @@ def _G(net, X, G):
     return X, G
 
 
+def _rcond(rcond):
+    """None (the solver's default) or a relative eigenvalue cut-off in (0, 1)."""
+    if rcond is None:
+        return None
+    rcond = _checks.real("rcond", rcond, low=0.0, low_inclusive=False)
+    if rcond >= 1.0:
+        raise ValueError(f"rcond: expected a relative cut-off below 1 (or None), got {rcond}")
+    return rcond
+
+
 def _keep_X(net, X, keep_X):
     if keep_X is None:
         return X
@@ -124,7 +134,7 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
                             width_name="input columns")
     refine = _checks.positive_int("refine", refine, minimum=0)
     J = OutputJacobian(net, keep_X, keep)
-    solve = GramSolver(J.gram(), rcond)
+    solve = GramSolver(J.gram(), _rcond(rcond))
     for _ in range(1 + refine):
         correction = J.rmatvec(solve(J.matvec(D)))
         D = {k: D[k] - correction[k] for k in D}
@@ -198,6 +208,7 @@ def span_project(net, X, G, keep=(0,), keep_X=None, rcond=None):
     """
     X, G = _G(net, X, G)
     keep = check_keep(keep, net.sizes[-1])
+    rcond = _rcond(rcond)
     record = net.forward(_keep_X(net, X, keep_X))
     g = net.gradient(X, G)
     D = {}
@@ -252,6 +263,7 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     ref = check_ref(ref, keep_X.shape[0], keep, net.dtype)
     tol = _checks.real("tol", tol, low=0.0, low_inclusive=False)
     max_iter = _checks.positive_int("max_iter", max_iter)
+    rcond = _rcond(rcond)
     history = []
     for it in range(max_iter + 1):
         J = OutputJacobian(net, keep_X, keep)
