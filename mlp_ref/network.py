@@ -78,6 +78,17 @@ class Backward:
     grads: dict
 
 
+def _keys(d):
+    """'keys [0, 1]' for a dict, else what it is."""
+    return f"keys {list(d)}" if isinstance(d, dict) else _checks.describe(d)
+
+
+def _count_nonfinite(a):
+    """'2 NaN, 1 inf' for an array holding them."""
+    nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
+    return ", ".join(f"{c} {what}" for c, what in [(nan, "NaN"), (inf, "inf")] if c)
+
+
 class MLP:
     """A fully connected network, z_l = a_{l-1} @ W_l + b_l, a_l = f_l(z_l).
 
@@ -108,10 +119,9 @@ class MLP:
             if len(hidden) != L - 1:
                 raise ValueError(f"hidden: expected one activation name per hidden layer "
                                  f"({L - 1} for sizes {self.sizes}), got {len(hidden)}: {list(hidden)}")
-            names = list(hidden)
+            self._acts = [activations.get(h, f"hidden[{i}]") for i, h in enumerate(hidden)]
         else:
-            names = [hidden] * (L - 1)
-        self._acts = [activations.get(h, "hidden") for h in names]
+            self._acts = [activations.get(hidden, "hidden")] * (L - 1)
         self._acts.append(activations.get(output, "output"))
         self.init_std = _checks.real("init_std", init_std, low=0.0)
         try:
@@ -120,11 +130,9 @@ class MLP:
             raise TypeError(f"dtype: expected np.float64 or np.float32, got {dtype!r}") from None
         if self.dtype not in [np.dtype(t) for t in DTYPES]:
             raise ValueError(f"dtype: expected np.float64 or np.float32, got {self.dtype}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-            raise TypeError(f"seed: expected an int or None, got {_checks.describe(seed)}")
-        self.seed = seed
+        self.seed = _checks.seed("seed", seed)
 
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(self.seed)
         self.params = {}
         for l in range(1, L + 1):
             n_in, n_out = self.sizes[l - 1], self.sizes[l]
@@ -133,7 +141,8 @@ class MLP:
 
     @staticmethod
     def _check_sizes(sizes):
-        if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
+        # an ordered sequence: a set or a dict has a length too, but no order of layers
+        if not isinstance(sizes, (list, tuple, range, np.ndarray)) or np.ndim(sizes) != 1:
             raise TypeError(f"sizes: expected a list of at least two positive whole numbers, "
                             f"got {_checks.describe(sizes)}")
         if len(sizes) < 2:
@@ -201,12 +210,38 @@ class MLP:
         Returns
         -------
         Forward, with ``.output`` of shape (n, K) and every z_l and a_l.
+
+        Raises ValueError if the output is not finite (X is checked, so the parameters are
+        to blame: NaN/inf in them, or values so large that a layer overflows).
         """
         X = _checks.matrix("X", X, self.dtype, width=self.sizes[0], width_name="input columns")
         record = Forward(X=X, a={0: X})
         for l, z, a in self._layers(X):
             record.z[l], record.a[l] = z, a
+        if not np.isfinite(record.output).all():     # one cheap pass; the diagnosis only on failure
+            raise ValueError(self._why_not_finite(record))
         return record
+
+    def _why_not_finite(self, record):
+        """The message for a non-finite output: which parameter, or which stage overflowed."""
+        broken = [f"{k} ({_count_nonfinite(v)})" for k, v in self.params.items()
+                  if not np.isfinite(v).all()]
+        if broken:
+            which = "parameter" if len(broken) == 1 else "parameters"
+            return (f"forward: output is not finite because {which} {', '.join(broken)} "
+                    f"{'holds' if len(broken) == 1 else 'hold'} NaN/inf; "
+                    f"typically an update with too large a learning rate, or a value set by hand. "
+                    f"Rebuild or reload the network (net.copy() before a risky step keeps a good one)")
+        stage = next(k for k, v in record.stages.items() if not np.isfinite(v).all())
+        l = int(stage[1:])
+        if stage[0] == "z":   # z_l = a_{l-1} @ W_l + b_l: name the two factors that blew up
+            culprits = f"max |a{l - 1}| = {np.abs(record.a[l - 1]).max():.3g}, " \
+                       f"max |W{l}| = {np.abs(self.params[f'W{l}']).max():.3g}"
+        else:
+            culprits = f"{self.activations[l - 1]} of a finite z{l}"
+        return (f"forward: output is not finite: stage {stage} overflowed {self.dtype} ({culprits}) "
+                f"although every parameter is finite; the parameters are too large, typically "
+                f"after an update with too large a learning rate")
 
     def __call__(self, X):
         """The output only: ``net(X)`` is ``net.forward(X).output``."""
@@ -265,10 +300,23 @@ class MLP:
         if not isinstance(record, Forward):
             raise TypeError(f"record: expected the Forward record returned by net.forward(X), "
                             f"got {_checks.describe(record)}")
-        widths = [record.a[l].shape[1] for l in range(record.depth + 1)]
+        L, a, z = self.depth, record.a, record.z
+        complete = (isinstance(a, dict) and isinstance(z, dict)
+                    and set(a) == set(range(L + 1)) and set(z) == set(range(1, L + 1))
+                    and all(isinstance(v, np.ndarray) and v.ndim == 2
+                            for v in [*a.values(), *z.values()]))
+        if not complete:
+            raise ValueError(f"record: expected a forward record of a network with sizes {self.sizes} "
+                             f"(2-D arrays a[0..{L}] and z[1..{L}]), got a {_keys(a)} and z {_keys(z)}")
+        widths = [a[l].shape[1] for l in range(L + 1)]
         if widths != self.sizes:
             raise ValueError(f"record: expected a forward record of a network with sizes "
                              f"{self.sizes}, got one with widths {widths}")
+        n = a[0].shape[0]
+        if any(v.shape[0] != n for v in record.stages.values()) or any(
+                z[l].shape != a[l].shape for l in range(1, L + 1)):
+            raise ValueError(f"record: expected every stage of shape (n, width) with the n = {n} rows "
+                             f"of a0, got " + ", ".join(f"{k} {v.shape}" for k, v in record.stages.items()))
 
     def gradient(self, X, G):
         """sum_i G_i . dO_i/dtheta as a dict like params: forward then backward."""
@@ -278,11 +326,30 @@ class MLP:
     def step(self, D, lr):
         """In place: theta <- theta - lr * D for every parameter.
 
-        Atomic: D and lr are checked in full before any parameter changes, so a rejected
-        direction leaves the network exactly as it was.
+        Parameters
+        ----------
+        D : dict like params      every key W1, b1, ..., each a finite array of that shape
+        lr : float > 0            representable in the network's dtype
+
+        Atomic: D and lr are checked in full, and every new value is computed and checked
+        finite, before any parameter changes; a rejected step leaves the network bit for bit
+        as it was. The arrays of ``params`` are updated in place (references stay valid).
         """
         lr = _checks.real("lr", lr, low=0.0, low_inclusive=False)
+        with np.errstate(over="ignore", under="ignore"):
+            step = self.dtype.type(lr)
+        if not np.isfinite(step) or step == 0:
+            raise ValueError(f"lr: expected a value representable in {self.dtype} "
+                             f"(between {np.finfo(self.dtype).smallest_subnormal:.3g} and "
+                             f"{np.finfo(self.dtype).max:.3g}), got {lr}")
         D = _checks.param_dict("D", D, self.param_shapes, self.dtype)
-        for key, d in D.items():
-            self.params[key] -= self.dtype.type(lr) * d
+        with np.errstate(over="ignore", invalid="ignore"):
+            new = {key: self.params[key] - step * d for key, d in D.items()}
+        broken = [key for key, v in new.items() if not np.isfinite(v).all()]
+        if broken:
+            raise ValueError(f"lr: theta - lr * D would make {', '.join(broken)} overflow to inf/NaN "
+                             f"(lr = {lr:g}, max |D[{broken[0]!r}]| = {np.abs(D[broken[0]]).max():.3g}); "
+                             f"nothing was changed. Use a smaller lr")
+        for key, v in new.items():
+            self.params[key][...] = v
         return self
