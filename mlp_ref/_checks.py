@@ -8,6 +8,7 @@ error from deep inside the code.
 from __future__ import annotations
 
 import numbers
+import os
 import reprlib
 
 import numpy as np
@@ -158,3 +159,11 @@ def param_dict(name, D, shapes, dtype, require_all=True):
         out[key] = arr
     return out
 
+
+def path(name, x):
+    """A file path: str, bytes or os.PathLike (pathlib.Path), returned as str."""
+    try:
+        return os.fsdecode(os.fspath(x))
+    except TypeError:
+        raise TypeError(f"{name}: expected a file path (str or pathlib.Path), "
+                        f"got {describe(x)}") from None
