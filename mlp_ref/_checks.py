@@ -8,6 +8,8 @@ error from deep inside the code.
 from __future__ import annotations
 
 import numbers
+import os
+import reprlib
 
 import numpy as np
 
@@ -16,7 +18,7 @@ def describe(x):
     """A short description of what came: type, and shape/dtype for arrays."""
     if isinstance(x, np.ndarray):
         return f"array of shape {x.shape} and dtype {x.dtype}"
-    return f"{type(x).__name__} {x!r}" if np.ndim(x) == 0 else f"{type(x).__name__}"
+    return f"{type(x).__name__} {reprlib.repr(x)}"   # reprlib: a huge list prints as [1, 2, ...]
 
 
 def as_array(name, x, dtype):
@@ -32,26 +34,62 @@ def as_array(name, x, dtype):
         raise TypeError(f"{name}: expected a numeric array, got {describe(x)}")
     if np.iscomplexobj(arr):
         raise TypeError(f"{name}: expected real numbers, got {describe(arr)}")
-    arr = arr.astype(dtype, copy=False)
-    if not np.all(np.isfinite(arr)):
-        bad = np.argwhere(~np.isfinite(arr))[0]
-        where = tuple(int(i) for i in bad)
-        raise ValueError(f"{name}: expected finite values, got {arr[where]} at index {where}")
-    return arr
+    _all_finite(name, arr, "expected finite values")
+    # A narrowing cast is checked again, with its own message: 1e300 is finite but becomes
+    # inf in float32, and "expected finite values, got inf" would blame a value nobody wrote.
+    with np.errstate(over="ignore"):
+        out = arr.astype(dtype, copy=False)
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > out.dtype.itemsize:
+        _all_finite(name, out, f"expected values that fit in {np.dtype(dtype)} "
+                               f"(|x| <= {np.finfo(dtype).max:.3g})", original=arr)
+    return out
 
 
-def matrix(name, x, dtype, width=None, width_name="columns"):
-    """A finite 2-D array of shape (n, width) with n >= 1."""
+def _all_finite(name, arr, expected, original=None):
+    """Raise ValueError naming the first non-finite entry of ``arr`` (and how many there are)."""
+    finite = np.isfinite(arr)
+    if finite.all():
+        return
+    bad = np.argwhere(~finite)
+    where = tuple(int(i) for i in bad[0])
+    value = (arr if original is None else original)[where]
+    at = f" at index {where}" if where else ""
+    more = f" ({len(bad)} such entries)" if len(bad) > 1 else ""
+    raise ValueError(f"{name}: {expected}, got {value}{at}{more}")
+
+
+def matrix(name, x, dtype, width=None, width_name="columns", symbol="d"):
+    """A finite 2-D array of shape (n, width) with n >= 1 (and width >= 1).
+
+    ``symbol`` names the width in messages when it is not fixed: (n, d) for inputs, (n, K) for outputs.
+    """
     arr = as_array(name, x, dtype)
+    shape = f"(n, {width if width is not None else symbol})"
     if arr.ndim != 2:
-        raise ValueError(f"{name}: expected a 2-D array of shape (n, {width if width is not None else 'd'}), "
-                         f"got {arr.ndim}-D array of shape {arr.shape}")
+        raise ValueError(f"{name}: expected a 2-D array of shape {shape}, "
+                         f"got {arr.ndim}-D array of shape {arr.shape}{_reshape_hint(name, arr, width)}")
     if arr.shape[0] < 1:
         raise ValueError(f"{name}: expected at least one row, got shape {arr.shape}")
     if width is not None and arr.shape[1] != width:
         raise ValueError(f"{name}: expected {width} {width_name} (shape (n, {width})), "
                          f"got shape {arr.shape}")
+    if arr.shape[1] < 1:
+        raise ValueError(f"{name}: expected at least one column, got shape {arr.shape}")
     return arr
+
+
+def _reshape_hint(name, arr, width):
+    """For a 1-D array, the reshape the student most likely meant."""
+    if arr.ndim != 1:
+        return ""
+    one_row = f"; for a single sample use {name}.reshape(1, -1)"
+    if width is None:
+        return f"{one_row}, for a single column {name}.reshape(-1, 1)"
+    if arr.size == width:
+        return one_row
+    if width == 1:
+        return f"; for {arr.size} samples of one column use {name}.reshape(-1, 1)"
+    return f"{one_row}, but that needs {width} values, not {arr.size}"
 
 
 def rows_or_vector(name, x, dtype, n, K):
@@ -60,15 +98,28 @@ def rows_or_vector(name, x, dtype, n, K):
     if arr.shape == (K,):
         return np.broadcast_to(arr, (n, K))
     if arr.shape != (n, K):
-        raise ValueError(f"{name}: expected shape ({n}, {K}) or ({K},), got shape {arr.shape}")
+        hint = f" (transposed? {name}.T has shape ({n}, {K}))" if arr.shape == (K, n) else ""
+        raise ValueError(f"{name}: expected shape ({n}, {K}) or ({K},), got shape {arr.shape}{hint}")
     return arr
 
 
 def positive_int(name, x, minimum=1):
+    """A whole number >= minimum; bools and floats (even 3.0) are refused, NumPy ints are fine."""
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Integral):
         raise TypeError(f"{name}: expected a whole number >= {minimum}, got {describe(x)}")
     if x < minimum:
         raise ValueError(f"{name}: expected a whole number >= {minimum}, got {x}")
+    return int(x)
+
+
+def seed(name, x):
+    """None or a whole number >= 0: what ``np.random.default_rng`` accepts, in its plain form."""
+    if x is None:
+        return None
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Integral):
+        raise TypeError(f"{name}: expected a whole number >= 0 or None, got {describe(x)}")
+    if x < 0:
+        raise ValueError(f"{name}: expected a whole number >= 0 or None, got {x}")
     return int(x)
 
 
@@ -107,3 +158,12 @@ def param_dict(name, D, shapes, dtype, require_all=True):
             raise ValueError(f"{name}[{key!r}]: expected shape {shapes[key]}, got shape {arr.shape}")
         out[key] = arr
     return out
+
+
+def path(name, x):
+    """A file path: str, bytes or os.PathLike (pathlib.Path), returned as str."""
+    try:
+        return os.fsdecode(os.fspath(x))
+    except TypeError:
+        raise TypeError(f"{name}: expected a file path (str or pathlib.Path), "
+                        f"got {describe(x)}") from None

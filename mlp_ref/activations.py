@@ -8,6 +8,11 @@ Each activation is a pair of functions:
 The derivative receives ``a`` as well as ``z`` because most derivatives are cheapest
 in terms of the output (sigmoid' = a(1 - a), tanh' = 1 - a^2), and the forward
 record already holds ``a``: backward never recomputes an activation.
+
+Numerical care: no function here overflows for any finite input, float32 or float64.
+Results that *underflow* (exp(-1e308) = 0, a tiny a squared) are rounded to 0 or to a
+subnormal on purpose -- that is the correctly rounded answer -- so underflow is silenced
+locally; it would otherwise trip ``np.errstate(all="raise")`` in a student's session.
 """
 from __future__ import annotations
 
@@ -29,13 +34,15 @@ def sigmoid(z):
     sigma(z) = 1 / (1 + e)   for z >= 0,   and   e / (1 + e)   for z < 0,   e = exp(-|z|).
     """
     z = np.asarray(z)
-    e = np.exp(-np.abs(z))
-    return np.where(z >= 0, 1.0, e) / (1.0 + e)
+    with np.errstate(under="ignore"):
+        e = np.exp(-np.abs(z))
+        return np.where(z >= 0, 1.0, e) / (1.0 + e)
 
 
 def sigmoid_grad(z, a):
     """sigma'(z) = sigma(z) (1 - sigma(z)) = a (1 - a)."""
-    return a * (1.0 - a)
+    with np.errstate(under="ignore"):
+        return a * (1.0 - a)
 
 
 def tanh(z):
@@ -45,7 +52,8 @@ def tanh(z):
 
 def tanh_grad(z, a):
     """tanh'(z) = 1 - tanh(z)^2 = 1 - a^2."""
-    return 1.0 - a * a
+    with np.errstate(under="ignore"):
+        return 1.0 - a * a
 
 
 def relu(z):

@@ -26,7 +26,7 @@ def seed_data(n=8, seed=0, noise=0.01):
     """
     n = _checks.positive_int("n", n)
     noise = _checks.real("noise", noise, low=0.0)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(_checks.seed("seed", seed))
     X = rng.random((n, INPUT_DIM))
     Y = np.zeros((n, 2))
     Y[:, 0] += X.sum(axis=1)
@@ -41,4 +41,4 @@ def probe_inputs(n=256, seed=1):
     The default seed differs from ``seed_data``'s, so the probes are not the batch.
     """
     n = _checks.positive_int("n", n)
-    return np.random.default_rng(seed).random((n, INPUT_DIM))
+    return np.random.default_rng(_checks.seed("seed", seed)).random((n, INPUT_DIM))

@@ -13,7 +13,7 @@ from . import _checks
 def _pair(out, y):
     # float32 stays float32 (a float32 network's output); everything else becomes float64
     dtype = np.float32 if getattr(out, "dtype", None) == np.float32 else np.float64
-    out = _checks.matrix("out", out, dtype)
+    out = _checks.matrix("out", out, dtype, symbol="K")
     y = _checks.as_array("y", y, out.dtype)
     if y.shape != out.shape:
         raise ValueError(f"y: expected the shape of out {out.shape}, got shape {y.shape}")
