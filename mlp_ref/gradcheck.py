@@ -113,6 +113,9 @@ def check(net, X, G, h=1e-5, tol=1e-7):
     Report, listing for each stage (in backward order) the worst relative error, where
     it is, and both values there. The network itself is left untouched.
     """
+    from .network import MLP
+    if not isinstance(net, MLP):
+        raise TypeError(f"net: expected an MLP, got {_checks.describe(net)}")
     if net.dtype != np.float64:
         raise ValueError(f"net: gradient checking needs a float64 network, got dtype {net.dtype} "
                          f"(float32 roundoff swamps a centred difference)")

@@ -159,3 +159,11 @@ def test_unknown_activation_lists_the_known_ones():
         mr.MLP([3, 4, 2], hidden="swish")
     with pytest.raises(ValueError, match="output: unknown activation"):
         mr.MLP([3, 4, 2], output="softmax")
+
+
+def test_small_interface_details():
+    assert repr(mr.MLP([2, 1], hidden="tanh")) == "MLP([2, 1], output='identity')"
+    with pytest.raises(TypeError, match="dtype:"):
+        mr.MLP([2, 1], dtype=None)
+    with pytest.raises(TypeError, match="net: expected an MLP"):
+        mr.gradcheck.check("not a net", np.zeros((1, 2)), [1.0])

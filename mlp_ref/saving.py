@@ -1,0 +1,211 @@
+"""Saving and loading networks: an .npz of plain arrays, written atomically.
+
+``MLP.save(path)`` and ``MLP.load(path)`` call ``save`` and ``load`` here. The file holds
+the architecture (sizes, activations, dtype, init_std, seed) and the parameters, never a
+pickle, so ``np.load(path)`` shows everything and loading runs no code from the file.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+
+import numpy as np
+
+from . import _checks, activations
+from .network import DTYPES, MLP, _count_nonfinite
+
+FILE_FORMAT = "mlp-ref MLP 1"          # what MLP.save writes; bump it if the file layout changes
+ARCHITECTURE_KEYS = ("format", "sizes", "activations", "dtype", "init_std", "seed")
+
+
+def save(net, path):
+    """Write the network to the .npz file ``path`` (exactly that name, no suffix added).
+
+    The file holds plain arrays only (``np.load(path)`` shows them; no pickle):
+
+        format        "mlp-ref MLP 1"
+        sizes         (L + 1,) int64
+        activations   (L,) str, per layer 1 .. L (the last is the output's)
+        dtype         "float64" or "float32"
+        init_std      float64
+        seed          str: the seed's digits, or "None" (a str holds any Python int)
+        W1, b1, ...   the parameters, in the network's dtype: bit-exact round trip
+
+    Atomic: written to a temporary file in the same folder, then renamed over ``path``
+    (``os.replace``), so a crash mid-write never leaves a half-written file at ``path``.
+    """
+    path = _checks.path("path", path)
+    shapes = _expected_shapes(net.sizes)
+    for key in shapes:
+        _check_param(f"params[{key!r}]", net.params.get(key), shapes[key], net.dtype)
+    arrays = {"format": np.array(FILE_FORMAT), "sizes": np.array(net.sizes, dtype=np.int64),
+              "activations": np.array(net.activations), "dtype": np.array(net.dtype.name),
+              "init_std": np.array(net.init_std, dtype=np.float64),
+              "seed": np.array(str(net.seed)), **{k: net.params[k] for k in shapes}}
+    _write_atomically(path, lambda f: np.savez(f, **arrays))
+
+
+def load(cls, path):
+    """The network of class ``cls`` (MLP) saved at ``path``: same repr, same parameter bits.
+
+    A damaged, truncated or foreign file raises ValueError naming the path and the key.
+    """
+    path = _checks.path("path", path)
+    arrays = _read_npz(path)
+
+    def fail(key, what):
+        return ValueError(f"path: {path!r}: key {key!r}: {what}")
+
+    missing = [k for k in ARCHITECTURE_KEYS if k not in arrays]
+    if "format" in missing:
+        raise ValueError(f"path: {path!r} is not an mlp-ref network file (no key 'format'; "
+                         f"keys {sorted(arrays)})")
+    if missing:
+        raise fail(missing[0], f"missing; an mlp-ref network file has keys {list(ARCHITECTURE_KEYS)} "
+                               f"and the parameters")
+    arch = {}
+    for key, read in _ARCHITECTURE_READERS.items():
+        try:
+            arch[key] = read(arrays[key])
+        except (TypeError, ValueError) as exc:
+            raise fail(key, exc) from None
+    sizes, acts = arch["sizes"], arch["activations"]
+    if len(acts) != len(sizes) - 1:
+        raise fail("activations", f"expected {len(sizes) - 1} names (one per layer of sizes "
+                                  f"{sizes}), got {len(acts)}: {acts}")
+
+    shapes = _expected_shapes(sizes)
+    unknown = sorted(set(arrays) - set(shapes) - set(ARCHITECTURE_KEYS))
+    if unknown:
+        raise fail(unknown[0], f"not part of a network with sizes {sizes} "
+                               f"(its parameters are {list(shapes)})")
+    for key, shape in shapes.items():
+        if key not in arrays:
+            raise fail(key, f"missing; a network with sizes {sizes} has parameters {list(shapes)}")
+        _check_param(f"path: {path!r}: key {key!r}", arrays[key], shape, arch["dtype"],
+                     why=f" (sizes {sizes}, dtype {arch['dtype'].name})")
+
+    net = cls(sizes, hidden=acts[:-1], output=acts[-1], init_std=arch["init_std"],
+              seed=arch["seed"], dtype=arch["dtype"])
+    # np.array: our own writeable copy, whatever buffer np.load handed out
+    net.params = {key: np.array(arrays[key]) for key in shapes}
+    return net
+
+
+def _expected_shapes(sizes):
+    """{"W1": (n_0, n_1), "b1": (n_1,), ...}: the parameter shapes that ``sizes`` implies."""
+    shapes = {}
+    for l in range(1, len(sizes)):
+        shapes[f"W{l}"], shapes[f"b{l}"] = (sizes[l - 1], sizes[l]), (sizes[l],)
+    return shapes
+
+
+def _check_param(name, arr, shape, dtype, why=""):
+    """A parameter exactly as a network holds it: ndarray of that shape and dtype, finite."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"{name}: expected an array of shape {shape}, got {_checks.describe(arr)}")
+    if arr.shape != shape:
+        raise ValueError(f"{name}: expected shape {shape}{why}, got shape {arr.shape}")
+    if arr.dtype != dtype:
+        raise ValueError(f"{name}: expected dtype {np.dtype(dtype).name}{why}, got {arr.dtype}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name}: expected finite values, got {_count_nonfinite(arr)}")
+
+
+def _text(arr):
+    """The str held by a 0-d string array (ValueError for anything else)."""
+    if not (isinstance(arr, np.ndarray) and arr.ndim == 0 and arr.dtype.kind == "U"):
+        raise ValueError(f"expected a single string, got {_checks.describe(arr)}")
+    return str(arr[()])
+
+
+def _read_format(arr):
+    text = _text(arr)
+    if text != FILE_FORMAT:
+        raise ValueError(f"expected {FILE_FORMAT!r}, got {text!r}")
+    return text
+
+
+def _read_sizes(arr):
+    if not (arr.ndim == 1 and arr.dtype.kind in "iu"):
+        raise ValueError(f"expected a 1-D array of whole numbers, got {_checks.describe(arr)}")
+    return MLP._check_sizes(arr.tolist())
+
+
+def _read_activations(arr):
+    if not (arr.ndim == 1 and arr.dtype.kind == "U" and arr.size >= 1):
+        raise ValueError(f"expected a 1-D array of activation names, got {_checks.describe(arr)}")
+    # by name, through the same table as the constructor: an unknown name lists the known ones
+    return [activations.get(str(name), f"activations[{i}]").name for i, name in enumerate(arr)]
+
+
+def _read_dtype(arr):
+    name = _text(arr)
+    if name not in [np.dtype(t).name for t in DTYPES]:
+        raise ValueError(f"expected 'float64' or 'float32', got {name!r}")
+    return np.dtype(name)
+
+
+def _read_init_std(arr):
+    if not (arr.ndim == 0 and arr.dtype == np.float64):
+        raise ValueError(f"expected a single float64, got {_checks.describe(arr)}")
+    return _checks.real("init_std", float(arr), low=0.0)
+
+
+def _read_seed(arr):
+    text = _text(arr)
+    if text == "None":
+        return None
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError(f"expected the digits of a whole number >= 0 or 'None', got {text!r}")
+    return int(text)
+
+
+_ARCHITECTURE_READERS = {"format": _read_format, "sizes": _read_sizes, "activations": _read_activations,
+                         "dtype": _read_dtype, "init_std": _read_init_std, "seed": _read_seed}
+
+
+def _read_npz(path):
+    """Every array in the .npz file at ``path``, read now (the file is closed on return)."""
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        raise type(exc)(f"path: cannot read {path!r} ({exc.strerror})") from None
+    # our own handle, closed by `with` even when np.load fails half way (it would leak its own)
+    with f:
+        head = f.read(4)
+        if not head.startswith(b"PK"):   # every zip (and so every .npz) starts with "PK"
+            raise ValueError(f"path: {path!r} is not an .npz file (it starts with {head!r}, "
+                             f"not the zip signature b'PK')")
+        f.seek(0)
+        try:
+            with np.load(f, allow_pickle=False) as npz:
+                arrays = {key: npz[key] for key in npz.files}
+        except Exception as exc:   # BadZipFile, zlib.error, EOFError, ValueError from a torn .npy ...
+            raise ValueError(f"path: {path!r} is damaged or not an .npz file "
+                             f"({type(exc).__name__}: {exc})") from None
+    for key, value in arrays.items():
+        if not isinstance(value, np.ndarray):   # a zip member that is not an .npy comes as bytes
+            raise ValueError(f"path: {path!r}: key {key!r}: expected a NumPy array, "
+                             f"got {type(value).__name__}")
+    return arrays
+
+
+def _write_atomically(path, write):
+    """Call ``write(f)`` on a temporary file next to ``path``, then rename it to ``path``."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"path: folder {folder!r} does not exist")
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    # os.open with mode 0o666 lets the umask decide the permissions, as open() would
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())         # the bytes are on disk before the name points at them
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
