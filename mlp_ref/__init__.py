@@ -9,8 +9,10 @@ The package is layered, each layer importing only those before it:
 
 ``import mlp_ref`` stays light: it never imports matplotlib (only ``mlp_ref.plots`` does).
 """
-from . import activations, data, gradcheck, losses, setups
+from . import activations, architectures, data, fixes, gradcheck, jacobian, losses, optim, setups
+from .architectures import SplitHeads, TwoTower
 from .network import MLP, Backward, Forward
 
-__all__ = ["MLP", "Forward", "Backward", "activations", "data", "gradcheck", "losses", "setups"]
+__all__ = ["MLP", "Forward", "Backward", "SplitHeads", "TwoTower", "activations", "architectures",
+           "data", "fixes", "gradcheck", "jacobian", "losses", "optim", "setups"]
 __version__ = "0.1.0"
