@@ -41,18 +41,38 @@ def backprop_stages(net, X, G=G_QUESTION, mask=(0.0, 1.0), trainable=("W2", "b2"
     """
     record = net.forward(X)
     back = net.backward(record, G)
-    n, K = record.output.shape
-    probe = 1.0 + np.arange(n * K, dtype=float).reshape(n, K)     # no entry zero
-    masked = net.backward(record, probe * np.asarray(mask, dtype=float)).stages
+    masked = net.backward(record, _probe_G(record) * np.asarray(mask, dtype=float)).stages
+
+    def freeze(net, X, G):
+        return {k: (g if k in trainable else np.zeros_like(g)) for k, g in net.gradient(X, G).items()}
+
     zeroed = {
         "masked": {name: masked[name] == 0.0 for name in masked if np.any(masked[name] == 0.0)},
-        "freeze": {f"d{key}": np.ones(net.params[key].shape, dtype=bool)
-                   for key in net.params if key not in trainable},
+        "freeze": zeroed_by_rule(freeze, net, X),
     }
     return {"forward": record.stages, "backward": back.stages, "zeroed": zeroed,
             "activations": net.activations,
             "G": np.asarray(G, dtype=float), "mask": np.asarray(mask, dtype=float),
             "trainable": list(trainable)}
+
+
+def _probe_G(record):
+    """An output gradient (n, K) with no zero entry: 1, 2, 3, ... row by row."""
+    n, K = record.output.shape
+    return 1.0 + np.arange(n * K, dtype=float).reshape(n, K)
+
+
+def zeroed_by_rule(rule, net, X):
+    """Which parameter-gradient entries a direction rule forces to zero, for the overlay of
+    ``plots.backprop_stages(..., zeroed=...)``.
+
+    ``rule(net, X, G)`` returns a direction D like params (any of ``mlp_ref.fixes``, with its
+    extra arguments bound, e.g. ``lambda net, X, G: fixes.freeze(net, X, G, ["W2", "b2"])``).
+    It is called with a G that has no zero entry, so a zero in D is the rule's doing, not G's.
+    Returns {"dW1": bool array, ...} for the parameters with at least one zeroed entry.
+    """
+    D = rule(net, X, _probe_G(net.forward(X)))
+    return {f"d{k}": D[k] == 0.0 for k in net.params if np.any(D[k] == 0.0)}
 
 
 class TwoParamToy:

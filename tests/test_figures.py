@@ -180,3 +180,12 @@ def test_projection_geometry_orders_and_slopes():
     toy = r["toy"]
     out0, outp = toy.outputs(r["theta0"]), toy.outputs(r["restore_path"][-1])
     assert outp[1] > out0[1] + 0.3                                   # out2 still rises
+
+
+def test_zeroed_by_rule_sees_the_rule_not_G():
+    net, X, _ = seed_setup()
+    assert experiments.zeroed_by_rule(lambda net, X, G: net.gradient(X, G), net, X) == {}
+    keep_W2 = experiments.zeroed_by_rule(
+        lambda net, X, G: {k: (g if k == "W2" else 0 * g) for k, g in net.gradient(X, G).items()},
+        net, X)
+    assert set(keep_W2) == {"dW1", "db1", "db2"} and all(np.all(m) for m in keep_W2.values())

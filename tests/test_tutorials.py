@@ -129,6 +129,7 @@ def test_01_setup_is_the_answers(seed):
     net, X, _, _ = seed
     assert net.sizes == [3, 4, 2] and net.activations == ["sigmoid", "identity"]
     assert net.init_std == 0.1 and X.shape == (8, 3) and net.n_params == 26
+    assert np.all((0.0 <= X) & (X < 1.0))
 
 
 def test_01_out1s_own_gradient_is_exactly_zero(seed):
