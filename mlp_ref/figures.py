@@ -26,14 +26,20 @@ def _seed_problem():
 def _backprop_stages():
     from . import plots
     net, X, _ = seed_setup()
-    return plots.backprop_stages(experiments.backprop_stages(net, X, G_QUESTION))
+    return plots.backprop_stages(
+        experiments.backprop_stages(net, X, G_QUESTION),
+        title="Backprop of G = [0, \u22121]: out1's column is 0 in dout, dz2, dW2, db2 \u2014\n"
+              "but dW1 and db1 are not: a step moves the shared hidden layer, and out1 with it")
 
 
 def _backprop_zeroed():
     from . import plots
     net, X, _ = seed_setup()
     result = experiments.backprop_stages(net, X, G_QUESTION)
-    return plots.backprop_stages(result, zeroed=result["zeroed"])
+    return plots.backprop_stages(
+        result, zeroed=result["zeroed"],
+        title="What each fix zeroes: the mask [0, 1] only entries that are already 0 here;\n"
+              "freezing W1, b1 (var_list = [W2, b2]) all of the hidden layer's gradient")
 
 
 def _projection_geometry():

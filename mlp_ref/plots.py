@@ -6,7 +6,7 @@ Conventions, the same in every figure:
 
 * one colour per fix, :data:`PALETTE` (Okabe-Ito colours, safe for colour-blind readers),
   and one marker per fix, :data:`MARKERS`, so that no curve is told apart by colour alone;
-* the style :data:`STYLE` (fonts of 11 pt and more at slide size), applied by :func:`styled`
+* the style :data:`STYLE` (no font under 10 pt at slide size), applied by :func:`styled`
   through ``matplotlib.rc_context``, so nothing leaks into the caller's matplotlib settings;
 * figures at least 1000 px wide (:func:`new_figure`), titles that state the takeaway,
   log scales where values span decades.
@@ -42,7 +42,7 @@ MARKERS = {"naive": "o", "masked": "x", "freeze": "s", "heads": "D", "towers": "
            "project": "^", "project+restore": "*", "penalty": "v", "span": "h"}
 #: Hatches for the "which entries a fix zeroes" overlay of :func:`backprop_stages`.
 HATCHES = {"masked": "\\\\\\", "freeze": "///", "heads": "xx", "towers": "++",
-           "project": "..", "project+restore": "oo", "penalty": "--", "span": "||", "naive": ""}
+           "project": "..", "project+restore": "oo", "penalty": "--", "span": "||"}
 OUT_COLOURS = {"out1": "#333333", "out2": "#0072B2"}
 #: The diverging map of the stage heatmaps: white at zero, red positive, blue negative.
 STAGE_CMAP = "RdBu_r"
@@ -158,22 +158,17 @@ _ACT_SYMBOL = {"sigmoid": "\u03c3", "tanh": "tanh", "relu": "relu", "identity": 
 
 
 def _stage_formula(name, activations):
-    """The formula a stage implements, e.g. "a1\u1d40 dz2", from its name (l = 1 .. L)."""
-    L = len(activations)
-    kind, l = (name[0], int(name[1:])) if name[0] in "az" else (name[:2], None)
-    if name == "dout":
-        return "G"
-    if kind == "a":
-        return "X" if l == 0 else f"{_ACT_SYMBOL[activations[l - 1]]}(z{l})"
-    if kind == "z":
-        return f"a{l - 1} W{l} + b{l}"
-    l = int(name[2:])
-    if kind == "dz":
-        da = "dout" if l == L else f"da{l}"
-        act = activations[l - 1]
-        return da if act == "identity" else f"{da} \u2299 {_ACT_SYMBOL[act]}\u2032(z{l})"
-    return {"dW": f"a{l - 1}\u1d40 dz{l}", "db": f"\u03a3\u1d62 dz{l}",
-            "da": f"dz{l + 1} W{l + 1}\u1d40"}[kind]
+    """The formula a stage implements, e.g. "a1\u1d40 dz2", from its name (layers 1 .. L)."""
+    if name in ("dout", "a0"):
+        return {"dout": "G", "a0": "X"}[name]
+    kind, l = name.rstrip("0123456789"), int(name.lstrip("adzWb"))
+    if kind == "da":
+        return f"dz{l + 1} W{l + 1}\u1d40"
+    f = _ACT_SYMBOL[activations[l - 1]]
+    da = "dout" if l == len(activations) else f"da{l}"
+    return {"a": f"{f}(z{l})", "z": f"a{l - 1} W{l} + b{l}",
+            "dz": da if f == "id" else f"{da} \u2299 {f}\u2032(z{l})",
+            "dW": f"a{l - 1}\u1d40 dz{l}", "db": f"\u03a3\u1d62 dz{l}"}[kind]
 
 
 def _zeroed_patch(xy, fix):
@@ -183,6 +178,28 @@ def _zeroed_patch(xy, fix):
     if hasattr(patch, "set_hatch_linewidth"):    # matplotlib >= 3.10
         patch.set_hatch_linewidth(1.6)
     return patch
+
+
+#: At most this many stage panels side by side: more and the titles collide at slide size.
+_MAX_PANELS = 9
+
+
+def _pack_layers(names):
+    """Backward stage names in rows of at most ``_MAX_PANELS``, breaking only after a da_l:
+    one group per layer (dz_l, dW_l, db_l, da_{l-1}; the first also holds dout)."""
+    groups, group = [], []
+    for name in names:
+        group.append(name)
+        if name.startswith("da"):
+            groups.append(group)
+            group = []
+    groups += [group] if group else []
+    rows = [[]]
+    for group in groups:
+        if rows[-1] and len(rows[-1]) + len(group) > _MAX_PANELS:
+            rows.append([])
+        rows[-1] += group
+    return rows
 
 
 #: The narrowest panel, in cells: room for a title over a two-column stage.
@@ -232,19 +249,21 @@ def backprop_stages(result, zeroed=None, forward=False, axes=None, title=None):
     forward : bool
         Also draw the forward stages a0, z1, a1, ... in a first row.
     axes : one Axes per stage drawn (forward first), or None for a new figure.
-    title : str or None; None gives the takeaway for G = [0, -1].
+    title : str or None
+        The takeaway; ``figures`` passes the one for the seed network and G = [0, -1].
 
-    Panels read left to right in the order the stages are computed. Each has its own colour
+    Panels read left to right in the order the stages are computed (a deep network's backward
+    stages wrap onto more rows, a layer never split across two). Each has its own colour
     scale, symmetric about 0 (white), with its largest |entry| written below; entries that are
     exactly 0 are written "0". Every cell has the same size, so the shapes compare.
     """
-    rows = ([list(result["forward"])] if forward else []) + [list(result["backward"])]
+    rows = ([list(result["forward"])] if forward else []) + _pack_layers(list(result["backward"]))
     stages = {**(result["forward"] if forward else {}), **result["backward"]}
     acts = result["activations"]
     n_rows = max(np.atleast_2d(v).shape[0] for v in stages.values())
     caption = "left to right: backward, from dout = G at the output to da0 at the input"
     if forward:
-        caption = "top row: forward, from a0 = X to the output;  bottom row: backward, dout = G to da0"
+        caption = "top row: forward, from a0 = X to the output;  below: backward, dout = G to da0"
     caption += ".   Red > 0 > blue, each panel on its own scale."
 
     def make():
@@ -270,11 +289,7 @@ def backprop_stages(result, zeroed=None, forward=False, axes=None, title=None):
         fig.legend(handles=handles, loc="outside lower center", ncols=len(handles),
                    title=caption, title_fontproperties={"size": 12, "style": "italic"})
     if title is None:
-        title = ("Backprop of G = [0, \u22121]: out1's column is 0 in dout, dz2, dW2, db2 \u2014\n"
-                 "but dW1 and db1 are not: a step moves the shared hidden layer, and out1 with it")
-        if zeroed:
-            title = ("What each fix zeroes: the mask [0, 1] only entries that are already 0 here;\n"
-                     "freezing W1, b1 (var_list = [W2, b2]) all of the hidden layer's gradient")
+        title = "Every stage of backprop, in the order it is computed"
     fig.suptitle(title)
     return fig
 
