@@ -2,7 +2,8 @@
 
 Each entry of ``FIGURES`` maps a file name to a function that computes its results
 (``experiments``) and draws them (``plots``). ``write_all`` prints one progress line per
-figure with its time.
+figure with its time. To add a figure: a function in ``experiments`` returning arrays, one in
+``plots`` drawing them, and a line here.
 """
 from __future__ import annotations
 
@@ -22,8 +23,35 @@ def _seed_problem():
     return plots.seed_problem(experiments.naive_step_effect(net, X, G_QUESTION, lr=0.1))
 
 
+def _backprop_stages():
+    from . import plots
+    net, X, _ = seed_setup()
+    return plots.backprop_stages(
+        experiments.backprop_stages(net, X, G_QUESTION),
+        title="Backprop of G = [0, \u22121]: out1's column is 0 in dout, dz2, dW2, db2 \u2014\n"
+              "but dW1 and db1 are not: a step moves the shared hidden layer, and out1 with it")
+
+
+def _backprop_zeroed():
+    from . import plots
+    net, X, _ = seed_setup()
+    result = experiments.backprop_stages(net, X, G_QUESTION)
+    return plots.backprop_stages(
+        result, zeroed=result["zeroed"],
+        title="What each fix zeroes: the mask [0, 1] only entries that are already 0 here;\n"
+              "freezing W1, b1 (var_list = [W2, b2]) all of the hidden layer's gradient")
+
+
+def _projection_geometry():
+    from . import plots
+    return plots.projection_geometry(experiments.projection_geometry())
+
+
 FIGURES = {
     "seed_problem.png": _seed_problem,
+    "backprop_stages.png": _backprop_stages,
+    "backprop_zeroed.png": _backprop_zeroed,
+    "projection_geometry.png": _projection_geometry,
 }
 
 

@@ -1,0 +1,191 @@
+"""The figures: every file written, byte-identical run to run, slide-sized and small; every plot
+function returns a Figure with the expected axes; the results they draw are right."""
+import os
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mlp_ref as mr
+from mlp_ref import experiments, figures
+from mlp_ref.setups import G_QUESTION, seed_setup
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """The figures written twice into two folders: by ``python -m mlp_ref figures`` in a child
+    process and, meanwhile, by ``figures.write_all`` in this one (two cores, half the wait)."""
+    env = dict(os.environ, MPLBACKEND="Agg",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    a, b = (tmp_path_factory.mktemp(name) for name in ("run_a", "run_b"))
+    proc = subprocess.Popen([sys.executable, "-m", "mlp_ref", "figures", "--out", str(a)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    figures.write_all(str(b), log=lambda line: None)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    return (a, b), stdout
+
+
+def png_size(path):
+    """(width, height) from the IHDR chunk that every PNG starts with."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_every_figure_is_written(two_runs):
+    (a, _), _ = two_runs
+    assert sorted(p.name for p in a.iterdir()) == sorted(figures.FIGURES)
+    assert {"seed_problem.png", "backprop_stages.png", "backprop_zeroed.png",
+            "projection_geometry.png"} <= set(figures.FIGURES)
+
+
+def test_two_runs_give_identical_bytes(two_runs):
+    """Also across processes: the CLI's bytes equal those drawn inside the test process."""
+    (a, b), _ = two_runs
+    for name in figures.FIGURES:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_one_progress_line_per_figure_with_its_time(two_runs):
+    _, stdout = two_runs
+    lines = stdout.strip().splitlines()
+    assert len(lines) == len(figures.FIGURES)
+    for line, name in zip(lines, figures.FIGURES):
+        assert re.fullmatch(rf"\[\d+/\d+\] .*{re.escape(name)}  \(\d+\.\d s\)", line), line
+
+
+def test_pngs_are_slide_sized_and_small(two_runs):
+    (a, _), _ = two_runs
+    for name in figures.FIGURES:
+        width, height = png_size(a / name)
+        assert width >= 1000, (name, width)
+        assert (a / name).stat().st_size < 300_000, name
+
+
+def test_committed_figures_are_the_current_ones(two_runs):
+    """figures/ in the repository is what the command writes today: after a change that moves a
+    figure, run ``python -m mlp_ref figures`` and commit. The bytes depend on the matplotlib and
+    FreeType builds, so byte equality is demanded in CI (run on the project's own machine) only;
+    everywhere else the committed files must exist with the same pixel size."""
+    (a, _), _ = two_runs
+    for name in figures.FIGURES:
+        committed = ROOT / "figures" / name
+        assert committed.exists(), f"figures/{name} is not committed"
+        assert png_size(committed) == png_size(a / name), f"figures/{name} is stale"
+        if os.environ.get("CI"):
+            assert committed.read_bytes() == (a / name).read_bytes(), f"figures/{name} is stale"
+
+
+# -- each plot function ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def plots():
+    from mlp_ref import plots
+    return plots
+
+
+@pytest.fixture(scope="module")
+def stages_result():
+    net, X, _ = seed_setup()
+    return experiments.backprop_stages(net, X, G_QUESTION)
+
+
+def test_seed_problem_has_three_axes(plots):
+    net, X, _ = seed_setup()
+    fig = plots.seed_problem(experiments.naive_step_effect(net, X, G_QUESTION, lr=0.1))
+    assert type(fig).__name__ == "Figure" and len(fig.axes) == 3
+
+
+def test_backprop_stages_has_one_axes_per_stage(plots, stages_result):
+    assert len(plots.backprop_stages(stages_result).axes) == 9
+    assert len(plots.backprop_stages(stages_result, forward=True).axes) == 9 + 5
+    assert len(plots.backprop_stages(stages_result, zeroed=stages_result["zeroed"]).axes) == 9
+
+
+def test_projection_geometry_has_two_axes(plots):
+    assert len(plots.projection_geometry(experiments.projection_geometry(), grid=41).axes) == 2
+
+
+def test_plot_functions_draw_into_given_axes(plots, stages_result):
+    from matplotlib.figure import Figure
+    fig = Figure()
+    axes = fig.subplots(1, 3)
+    assert plots.seed_problem(experiments.naive_step_effect(*seed_setup()[:2]), axes=axes) is fig
+    sub = Figure().subfigures(1, 2)[1]
+    got = plots.backprop_stages(stages_result, axes=sub.subplots(1, 9))
+    assert got is sub.figure                         # the root Figure, not the SubFigure
+    with pytest.raises(ValueError, match="axes: expected 2"):
+        plots.projection_geometry(experiments.projection_geometry(), axes=axes)
+
+
+def test_plot_style_does_not_leak(plots):
+    import matplotlib
+    before = matplotlib.rcParams["font.size"]
+    plots.projection_geometry(experiments.projection_geometry(), grid=41)
+    assert matplotlib.rcParams["font.size"] == before
+
+
+def test_palette_keeps_every_fix_and_has_a_marker_for_each(plots):
+    assert set(plots.PALETTE) == {"naive", "masked", "freeze", "heads", "towers", "project",
+                                  "project+restore", "penalty", "span"}
+    assert set(plots.MARKERS) == set(plots.PALETTE)
+    assert len(set(plots.PALETTE.values())) == len(plots.PALETTE)
+
+
+# -- the results the figures draw ------------------------------------------------------------------
+def test_backprop_stages_zeroed_entries(stages_result):
+    zeroed = stages_result["zeroed"]
+    masked = zeroed["masked"]
+    assert set(masked) == {"dout", "dz2", "dW2", "db2"}
+    for name in ("dout", "dz2", "dW2"):
+        expected = np.zeros_like(masked[name])
+        expected[:, 0] = True
+        assert np.array_equal(masked[name], expected), name
+    assert masked["db2"].tolist() == [True, False]
+    # ... and those entries are already zero without the mask: that is the point
+    for name, mask in masked.items():
+        assert np.all(stages_result["backward"][name][mask] == 0.0)
+    assert set(zeroed["freeze"]) == {"dW1", "db1"}
+    assert all(np.all(m) for m in zeroed["freeze"].values())
+    assert list(stages_result["backward"])[0] == "dout" and list(stages_result["forward"])[0] == "a0"
+
+
+def test_two_param_toy_is_the_mlp_it_claims():
+    toy = experiments.TwoParamToy()
+    theta = np.array([0.3, -0.7])
+    net = mr.MLP([1, 2, 2], hidden="tanh", output="identity")
+    net.params.update(W1=theta[None, :].copy(), b1=toy.c.copy(), W2=toy.V.copy(), b2=np.zeros(2))
+    x = np.array([[toy.x]])
+    np.testing.assert_allclose(toy.outputs(theta), net(x)[0], rtol=1e-14)
+    for k in range(2):
+        G = np.eye(2)[k]
+        np.testing.assert_allclose(toy.grads(theta)[k], net.gradient(x, G)["W1"][0], rtol=1e-13)
+
+
+def test_projection_geometry_orders_and_slopes():
+    r = experiments.projection_geometry()
+    u = r["grad_out1"]
+    assert abs(u @ (r["projected"] - r["theta0"])) < 1e-14          # along the tangent
+    assert abs(r["slopes"]["naive"] - 1.0) < 0.05
+    assert abs(r["slopes"]["project"] - 2.0) < 0.05
+    assert np.max(r["drift"]["project+restore"]) < 1e-14
+    assert np.all(r["drift"]["project"] < r["drift"]["naive"])
+    toy = r["toy"]
+    out0, outp = toy.outputs(r["theta0"]), toy.outputs(r["restore_path"][-1])
+    assert outp[1] > out0[1] + 0.3                                   # out2 still rises
+
+
+def test_zeroed_by_rule_sees_the_rule_not_G():
+    net, X, _ = seed_setup()
+    assert experiments.zeroed_by_rule(lambda net, X, G: net.gradient(X, G), net, X) == {}
+    keep_W2 = experiments.zeroed_by_rule(
+        lambda net, X, G: {k: (g if k == "W2" else 0 * g) for k, g in net.gradient(X, G).items()},
+        net, X)
+    assert set(keep_W2) == {"dW1", "db1", "db2"} and all(np.all(m) for m in keep_W2.values())
