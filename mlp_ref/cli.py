@@ -4,52 +4,22 @@ from __future__ import annotations
 import argparse
 import sys
 
-import numpy as np
-
 
 def cmd_stages(args):
     """Print every forward and backward stage of the seed network for G = [0, -1]."""
     from .setups import G_QUESTION, seed_setup
+    from .tutorial import show_stages
 
     net, X, _ = seed_setup()
     record = net.forward(X)
     back = net.backward(record, G_QUESTION)
     print(f"{net!r}, seed data X {X.shape}, G = {G_QUESTION.tolist()} for every row\n")
-    with np.printoptions(precision=args.precision, suppress=True, linewidth=100):
-        print("Forward: z_l = a_{l-1} @ W_l + b_l,  a_l = f_l(z_l)")
-        for name, value in record.stages.items():
-            _print_stage(name, value, _forward_formula(name, net))
-        print("\nBackward: dz_l = da_l * f_l'(z_l), dW_l = a_{l-1}.T @ dz_l, "
-              "db_l = sum_rows dz_l, da_{l-1} = dz_l @ W_l.T")
-        for name, value in back.stages.items():
-            _print_stage(name, value, _backward_formula(name, net))
+    print("Forward: z_l = a_{l-1} @ W_l + b_l,  a_l = f_l(z_l)")
+    show_stages(record.stages, net, precision=args.precision)
+    print("\nBackward: dz_l = da_l * f_l'(z_l), dW_l = a_{l-1}.T @ dz_l, "
+          "db_l = sum_rows dz_l, da_{l-1} = dz_l @ W_l.T")
+    show_stages(back.stages, net, precision=args.precision)
     return 0
-
-
-def _forward_formula(name, net):
-    l = int(name[1:])
-    if name == "a0":
-        return "X"
-    if name[0] == "z":
-        return f"a{l - 1} @ W{l} + b{l}"
-    return f"{net.activations[l - 1]}(z{l})"
-
-
-def _backward_formula(name, net):
-    if name == "dout":
-        return "G"
-    kind, l = name[:2], int(name[2:])
-    if kind == "dz":
-        act = net.activations[l - 1]
-        da = "dout" if l == net.depth else f"da{l}"
-        return da if act == "identity" else f"{da} * {act}'(z{l})"
-    return {"dW": f"a{l - 1}.T @ dz{l}", "db": f"dz{l}.sum(axis=0)",
-            "da": f"dz{l + 1} @ W{l + 1}.T"}[kind]
-
-
-def _print_stage(name, value, formula):
-    print(f"\n{name} = {formula}   shape {value.shape}")
-    print("  " + np.array2string(value, prefix="  "))
 
 
 def cmd_table(args):

@@ -13,8 +13,16 @@ import time
 from . import experiments
 from .setups import G_QUESTION, seed_setup
 
-#: PNG metadata fixed so that the bytes do not depend on the matplotlib version or the time.
-PNG_METADATA = {"Software": None}
+def png_metadata():
+    """The PNG text chunk: no time stamp, and the versions that decide the bytes.
+
+    The same versions of matplotlib (which ships its own FreeType) and numpy give the same
+    bytes; the test of committed figures compares bytes exactly when the versions match.
+    """
+    import matplotlib
+    import numpy
+    return {"Software": f"mlp-ref figures; matplotlib {matplotlib.__version__}; "
+                        f"numpy {numpy.__version__}"}
 
 
 def _seed_problem():
@@ -62,12 +70,12 @@ def write_all(out="figures", names=None, log=print):
     unknown = [n for n in names if n not in FIGURES]
     if unknown:
         raise ValueError(f"names: unknown figures {unknown}; known: {list(FIGURES)}")
-    paths = []
+    paths, metadata = [], png_metadata()
     for i, name in enumerate(names, 1):
         t0 = time.perf_counter()
         fig = FIGURES[name]()
         path = os.path.join(out, name)
-        fig.savefig(path, metadata=PNG_METADATA)
+        fig.savefig(path, metadata=metadata)
         paths.append(path)
         log(f"[{i}/{len(names)}] {path}  ({time.perf_counter() - t0:.1f} s)")
     return paths

@@ -41,10 +41,32 @@ def show(name, value, formula=None, precision=4, sci=False):
         print("  " + np.array2string(value, prefix="  "))
 
 
-def show_stages(stages, net):
+def show_stages(stages, net, precision=4):
     """Print forward (a0, z1, ...) or backward (dout, dz2, ...) stages with their formulas,
-    the same lines as ``python -m mlp_ref stages``."""
-    from .cli import _backward_formula, _forward_formula
+    as ``python -m mlp_ref stages`` does."""
     for name, value in stages.items():
-        formula = _backward_formula if name.startswith("d") else _forward_formula
-        show(name, value, formula(name, net))
+        formula = backward_formula if name.startswith("d") else forward_formula
+        show(name, value, formula(name, net), precision=precision)
+
+
+def forward_formula(name, net):
+    """The formula that computes forward stage ``name`` (a0, z1, a1, ...) of ``net``."""
+    l = int(name[1:])
+    if name == "a0":
+        return "X"
+    if name[0] == "z":
+        return f"a{l - 1} @ W{l} + b{l}"
+    return f"{net.activations[l - 1]}(z{l})"
+
+
+def backward_formula(name, net):
+    """The formula that computes backward stage ``name`` (dout, dz2, dW2, ...) of ``net``."""
+    if name == "dout":
+        return "G"
+    kind, l = name[:2], int(name[2:])
+    if kind == "dz":
+        act = net.activations[l - 1]
+        da = "dout" if l == net.depth else f"da{l}"
+        return da if act == "identity" else f"{da} * {act}'(z{l})"
+    return {"dW": f"a{l - 1}.T @ dz{l}", "db": f"dz{l}.sum(axis=0)",
+            "da": f"dz{l + 1} @ W{l + 1}.T"}[kind]
