@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _checks
-from .network import MLP, Backward, Forward
+from .network import MLP, Backward, Forward, Model
 
 
 def check_groups(name, groups, K):
@@ -101,55 +101,13 @@ def _structure(net, sizes):
     return template
 
 
-class _Composed:
-    """What SplitHeads and TwoTower share: the params dict is the one storage, and every
-    method of the MLP interface that only needs that dict lives here."""
-
-    @property
-    def depth(self):
-        """L, the number of weight layers from input to output."""
-        return len(self.sizes) - 1
-
-    @property
-    def param_shapes(self):
-        return {k: v.shape for k, v in self.params.items()}
-
-    @property
-    def n_params(self):
-        """P, the total number of parameters."""
-        return sum(v.size for v in self.params.values())
+class _Composed(Model):
+    """What SplitHeads and TwoTower share beyond ``network.Model``: the activation names
+    they were built with, and a copy that duplicates the one storage, ``params``."""
 
     @property
     def activations(self):
         return self._activations
-
-    @property
-    def hidden(self):
-        names = self._activations[:-1]
-        return names[0] if len(set(names)) == 1 else names
-
-    @property
-    def output(self):
-        return self._activations[-1]
-
-    def __call__(self, X):
-        """The output only: ``model(X)`` is ``model.forward(X).output``, shape (n, K)."""
-        return self.forward(X).output
-
-    def gradient(self, X, G):
-        """sum_i G_i . dO_i/dtheta as a dict like params: forward then backward."""
-        return self.backward(self.forward(X), G, input_grad=False).grads
-
-    def step(self, D, lr):
-        """In place: theta <- theta - lr * D for every parameter, exactly as ``MLP.step``.
-
-        Atomic: D and lr are checked in full before any parameter changes.
-        """
-        lr = _checks.real("lr", lr, low=0.0, low_inclusive=False)
-        D = _checks.param_dict("D", D, self.param_shapes, self.dtype)
-        for key, d in D.items():
-            self.params[key] -= self.dtype.type(lr) * d
-        return self
 
     def copy(self):
         """An independent deep copy: stepping the copy leaves this model untouched."""

@@ -89,7 +89,79 @@ def _count_nonfinite(a):
     return ", ".join(f"{c} {what}" for c, what in [(nan, "NaN"), (inf, "inf")] if c)
 
 
-class MLP:
+class Model:
+    """What every model here shares (MLP, and the split architectures built on it): a dict
+    of parameters ``params``, ``sizes``, ``dtype``, ``activations``, a ``forward`` that returns
+    a record with ``.output`` and a ``backward(record, G)`` that returns ``.grads``.
+    Everything below needs nothing else."""
+
+    @property
+    def depth(self):
+        """L, the number of weight layers."""
+        return len(self.sizes) - 1
+
+    @property
+    def hidden(self):
+        """The hidden activation: one name, or the list when the layers differ."""
+        names = self.activations[:-1]
+        return names[0] if len(set(names)) == 1 else names
+
+    @property
+    def output(self):
+        """The output layer's activation."""
+        return self.activations[-1]
+
+    @property
+    def param_shapes(self):
+        return {k: v.shape for k, v in self.params.items()}
+
+    @property
+    def n_params(self):
+        """P, the total number of parameters."""
+        return sum(v.size for v in self.params.values())
+
+    def __call__(self, X):
+        """The output only: ``net(X)`` is ``net.forward(X).output``."""
+        return self.forward(X).output
+
+    def gradient(self, X, G):
+        """sum_i G_i . dO_i/dtheta as a dict like params: forward then backward."""
+        return self.backward(self.forward(X), G, input_grad=False).grads
+
+    # -- update ------------------------------------------------------------------------
+    def step(self, D, lr):
+        """In place: theta <- theta - lr * D for every parameter.
+
+        Parameters
+        ----------
+        D : dict like params      every key W1, b1, ..., each a finite array of that shape
+        lr : float > 0            representable in the network's dtype
+
+        Atomic: D and lr are checked in full, and every new value is computed and checked
+        finite, before any parameter changes; a rejected step leaves the network bit for bit
+        as it was. The arrays of ``params`` are updated in place (references stay valid).
+        """
+        lr = _checks.real("lr", lr, low=0.0, low_inclusive=False)
+        with np.errstate(over="ignore", under="ignore"):
+            step = self.dtype.type(lr)
+        if not np.isfinite(step) or step == 0:
+            raise ValueError(f"lr: expected a value representable in {self.dtype} "
+                             f"(between {np.finfo(self.dtype).smallest_subnormal:.3g} and "
+                             f"{np.finfo(self.dtype).max:.3g}), got {lr}")
+        D = _checks.param_dict("D", D, self.param_shapes, self.dtype)
+        with np.errstate(over="ignore", invalid="ignore"):
+            new = {key: self.params[key] - step * d for key, d in D.items()}
+        broken = [key for key, v in new.items() if not np.isfinite(v).all()]
+        if broken:
+            raise ValueError(f"lr: theta - lr * D would make {', '.join(broken)} overflow to inf/NaN "
+                             f"(lr = {lr:g}, max |D[{broken[0]!r}]| = {np.abs(D[broken[0]]).max():.3g}); "
+                             f"nothing was changed. Use a smaller lr")
+        for key, v in new.items():
+            self.params[key][...] = v
+        return self
+
+
+class MLP(Model):
     """A fully connected network, z_l = a_{l-1} @ W_l + b_l, a_l = f_l(z_l).
 
     Parameters
@@ -154,32 +226,9 @@ class MLP:
 
     # -- description -------------------------------------------------------------------
     @property
-    def depth(self):
-        """L, the number of weight layers."""
-        return len(self.sizes) - 1
-
-    @property
     def activations(self):
         """Activation names per layer 1 .. L (the last is the output's)."""
         return [act.name for act in self._acts]
-
-    @property
-    def hidden(self):
-        names = self.activations[:-1]
-        return names[0] if len(set(names)) == 1 else names
-
-    @property
-    def output(self):
-        return self._acts[-1].name
-
-    @property
-    def param_shapes(self):
-        return {k: v.shape for k, v in self.params.items()}
-
-    @property
-    def n_params(self):
-        """P, the total number of parameters."""
-        return sum(v.size for v in self.params.values())
 
     def __repr__(self):
         if self.depth == 1:                      # no hidden layer: nothing to name
@@ -246,10 +295,6 @@ class MLP:
                 f"although every parameter is finite; the parameters are too large, typically "
                 f"after an update with too large a learning rate")
 
-    def __call__(self, X):
-        """The output only: ``net(X)`` is ``net.forward(X).output``."""
-        return self.forward(X).output
-
     def forward_from(self, layer, a_prev):
         """The output of layers ``layer`` .. L started from their input ``a_prev`` = a_{layer-1}.
 
@@ -280,7 +325,9 @@ class MLP:
         -------
         Backward, whose ``stages`` list dout, then per layer l = L .. 1: dz_l, dW_l, db_l,
         da_{l-1}; and whose ``grads`` hold dW_l, db_l under the keys of ``params``.
-        A pure function of its arguments: calling it twice gives the same answer.
+        A pure function of its arguments: calling it twice gives the same answer. The
+        record must come from the current parameters: after a ``step``, run ``forward``
+        again (a stale record mixes old activations with new weights).
         """
         self._check_record(record)
         n, K = record.output.shape
@@ -321,42 +368,6 @@ class MLP:
                 z[l].shape != a[l].shape for l in range(1, L + 1)):
             raise ValueError(f"record: expected every stage of shape (n, width) with the n = {n} rows "
                              f"of a0, got " + ", ".join(f"{k} {v.shape}" for k, v in record.stages.items()))
-
-    def gradient(self, X, G):
-        """sum_i G_i . dO_i/dtheta as a dict like params: forward then backward."""
-        return self.backward(self.forward(X), G, input_grad=False).grads
-
-    # -- update ------------------------------------------------------------------------
-    def step(self, D, lr):
-        """In place: theta <- theta - lr * D for every parameter.
-
-        Parameters
-        ----------
-        D : dict like params      every key W1, b1, ..., each a finite array of that shape
-        lr : float > 0            representable in the network's dtype
-
-        Atomic: D and lr are checked in full, and every new value is computed and checked
-        finite, before any parameter changes; a rejected step leaves the network bit for bit
-        as it was. The arrays of ``params`` are updated in place (references stay valid).
-        """
-        lr = _checks.real("lr", lr, low=0.0, low_inclusive=False)
-        with np.errstate(over="ignore", under="ignore"):
-            step = self.dtype.type(lr)
-        if not np.isfinite(step) or step == 0:
-            raise ValueError(f"lr: expected a value representable in {self.dtype} "
-                             f"(between {np.finfo(self.dtype).smallest_subnormal:.3g} and "
-                             f"{np.finfo(self.dtype).max:.3g}), got {lr}")
-        D = _checks.param_dict("D", D, self.param_shapes, self.dtype)
-        with np.errstate(over="ignore", invalid="ignore"):
-            new = {key: self.params[key] - step * d for key, d in D.items()}
-        broken = [key for key, v in new.items() if not np.isfinite(v).all()]
-        if broken:
-            raise ValueError(f"lr: theta - lr * D would make {', '.join(broken)} overflow to inf/NaN "
-                             f"(lr = {lr:g}, max |D[{broken[0]!r}]| = {np.abs(D[broken[0]]).max():.3g}); "
-                             f"nothing was changed. Use a smaller lr")
-        for key, v in new.items():
-            self.params[key][...] = v
-        return self
 
     # -- save / load (the file format lives in saving.py) ---------------------------------
     def save(self, path):
