@@ -478,7 +478,7 @@ def network_fixes(result, axes=None):
     sizes = result["sizes"]
 
     def make():
-        fig = new_figure(13.5, 5.2)
+        fig = new_figure(12.5, 5.0)
         return fig, fig.subplots(1, len(rules))
     fig, axes = _axes(axes, len(rules), make)
     moved = np.concatenate([np.ravel(v) for r in rules for v in result[r]["delta"].values()])
@@ -519,13 +519,13 @@ def network_fixes(result, axes=None):
                 ax.scatter([x], [y], s=560, facecolor=face, edgecolor=edge, linewidth=1.4,
                            linestyle=ls, zorder=3)
                 if l == len(pos) - 1:              # "out1" does not fit in a node: beside it
-                    ax.text(x + 0.17, y, names[l][i], ha="left", va="center", fontsize=11,
+                    ax.text(x + 0.24, y, names[l][i], ha="left", va="center", fontsize=11,
                             zorder=4)
                     continue
                 text_colour = "black" if l == 0 or face == "white" or norm(db) < 0.55 else "white"
                 ax.text(x, y, names[l][i], ha="center", va="center", fontsize=10, zorder=4,
                         color=text_colour)
-        ax.set_xlim(-0.3, len(sizes) - 0.35)
+        ax.set_xlim(-0.3, len(sizes) - 0.3)
         ax.set_ylim(-(max(sizes) - 1) / 2 - 0.55, (max(sizes) - 1) / 2 + 0.55)
         ax.set_axis_off()
         drift = result[rule]["drift_batch"]
@@ -842,7 +842,7 @@ def pareto(result, axes=None):
     handles, labels = axes[1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=len(rules), fontsize=11)
     fig.suptitle(f"The trade-off over {n} steps (each path ends at its marker): freezing buys exact "
-                 "invariance with half the gain;\nprojection + restore keeps the gain and the batch, "
+                 "invariance with less than half the gain;\nprojection + restore keeps the gain and the batch, "
                  "but not unseen inputs")
     return fig
 

@@ -295,8 +295,9 @@ def test_drift_vs_lr_slopes_zeros_and_round_off(plots, drift_results):
     small = np.asarray(figures.DRIFT_LRS) <= 1e-3
     for res in drift_results:
         lrs = res["lrs"]
-        assert abs(experiments.loglog_slope(lrs[small], res["naive"]["drift_batch"][small]) - 1) < 0.01
-        assert abs(experiments.loglog_slope(lrs[small], res["project"]["drift_batch"][small]) - 2) < 0.01
+        # written "1.00" and "2.00" in the figure and the README
+        assert abs(experiments.loglog_slope(lrs[small], res["naive"]["drift_batch"][small]) - 1) < 0.005
+        assert abs(experiments.loglog_slope(lrs[small], res["project"]["drift_batch"][small]) - 2) < 0.005
         assert np.all(res["freeze"]["drift_batch"] == 0.0)                # "exactly (0.0)"
         assert np.max(res["span"]["drift_batch"]) <= 1e-12                # "to round-off"
         assert np.max(res["project+restore"]["drift_batch"]) <= 1e-12
@@ -320,6 +321,7 @@ def test_trajectories_and_pareto_claims(traj):
     # pareto.png: "freezing ... with half the gain", "projection + restore keeps the gain"
     assert 0.4 < end["freeze"]["gain"] / end["naive"]["gain"] < 0.5
     assert end["project+restore"]["gain"] > 0.95 * end["naive"]["gain"]
+    assert end["project+restore"]["drift_unseen"] == max(e["drift_unseen"] for e in end.values())
 
 
 def test_heldout_drift_claims(slice_result):
