@@ -56,7 +56,7 @@ def _projection_geometry():
     return plots.projection_geometry(experiments.projection_geometry())
 
 
-#: The rules of the one-step and many-step figures: every rule of the question table.
+#: The number of steps of trajectories.png and pareto.png (every rule of the question table).
 STEPS = 200
 #: The step sizes of drift_vs_lr.png: from far inside the first-order regime to the seed's lr.
 DRIFT_LRS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)

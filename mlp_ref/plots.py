@@ -842,8 +842,8 @@ def pareto(result, axes=None):
     handles, labels = axes[1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=len(rules), fontsize=11)
     fig.suptitle(f"The trade-off over {n} steps (each path ends at its marker): freezing buys exact "
-                 "invariance with less than half the gain;\nprojection + restore keeps the gain and the batch, "
-                 "but not unseen inputs")
+                 "invariance with less than half the gain;\nprojection + restore keeps the gain "
+                 "and the batch, but not unseen inputs")
     return fig
 
 
@@ -911,7 +911,7 @@ def heldout_drift(result, axes=None):
     return fig
 
 
-# -- the optimizer's order ------------------------------------------------------------------------------
+# -- the optimizer's order --------------------------------------------------------------------------
 _ORDER_STYLE = {"project gradient, then Adam": {"ls": "--", "mfc": "white"},
                 "Adam, then project update": {"ls": "-"}}
 
@@ -938,8 +938,9 @@ def optimizer_order(result, axes=None, slope_max_lr=1e-3):
         slope = loglog_slope(lrs, r["one_step"], slope_max_lr)
         kw = {"color": colour, "marker": MARKERS["project"], **style}
         axes[0].loglog(lrs, r["one_step"], label=f"{name}: slope {slope:.2f}", ms=8, **kw)
-        axes[1].semilogy(steps[1:], r["drift"][1:], markevery=max(len(steps) // 8, 1), label=name, **kw)
-        axes[2].plot(steps, r["gain"], markevery=max(len(steps) // 8, 1), label=name, **kw)
+        every = max(len(steps) // 8, 1)
+        axes[1].semilogy(steps[1:], r["drift"][1:], markevery=every, label=name, **kw)
+        axes[2].plot(steps, r["gain"], markevery=every, label=name, **kw)
     small = lrs <= slope_max_lr
     first = {name: result[name]["one_step"][0] for name in OPTIMIZER_ORDERS}
     wrong, right = list(OPTIMIZER_ORDERS)

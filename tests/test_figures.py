@@ -266,7 +266,8 @@ def test_phase2_plot_functions_draw_into_given_axes(plots, traj, order_result):
 
 
 def test_network_fixes_what_each_fix_moves(changes):
-    naive, masked, freeze, proj = (changes[r]["delta"] for r in ("naive", "masked", "freeze", "project"))
+    naive, masked, freeze, proj = (changes[r]["delta"]
+                                   for r in ("naive", "masked", "freeze", "project"))
     for key in naive:                                           # "= naive, bit for bit"
         assert np.array_equal(naive[key], masked[key])
     assert np.all(naive["W1"] > 0) and np.all(naive["b1"] > 0)  # the shared layer moves
@@ -296,8 +297,8 @@ def test_drift_vs_lr_slopes_zeros_and_round_off(plots, drift_results):
     for res in drift_results:
         lrs = res["lrs"]
         # written "1.00" and "2.00" in the figure and the README
-        assert abs(experiments.loglog_slope(lrs[small], res["naive"]["drift_batch"][small]) - 1) < 0.005
-        assert abs(experiments.loglog_slope(lrs[small], res["project"]["drift_batch"][small]) - 2) < 0.005
+        slope = lambda rule: experiments.loglog_slope(lrs[small], res[rule]["drift_batch"][small])
+        assert abs(slope("naive") - 1) < 0.005 and abs(slope("project") - 2) < 0.005
         assert np.all(res["freeze"]["drift_batch"] == 0.0)                # "exactly (0.0)"
         assert np.max(res["span"]["drift_batch"]) <= 1e-12                # "to round-off"
         assert np.max(res["project+restore"]["drift_batch"]) <= 1e-12
@@ -311,7 +312,8 @@ def test_drift_vs_lr_slopes_zeros_and_round_off(plots, drift_results):
 def test_trajectories_and_pareto_claims(traj):
     assert len(traj["steps"]) == figures.STEPS + 1 == 201 and traj["lr"] == 0.01
     end = {rule: {k: v[-1] for k, v in traj[rule].items()} for rule in experiments.DIRECTIONS}
-    assert np.all(traj["freeze"]["drift_batch"] == 0.0) and np.all(traj["freeze"]["drift_unseen"] == 0.0)
+    assert np.all(traj["freeze"]["drift_batch"] == 0.0)
+    assert np.all(traj["freeze"]["drift_unseen"] == 0.0)
     assert np.max(traj["project+restore"]["drift_batch"]) <= 1e-12         # "on the batch"
     assert end["project+restore"]["drift_unseen"] > end["naive"]["drift_unseen"]   # "even more"
     assert end["penalty"]["drift_batch"] < 0.5 * end["naive"]["drift_batch"]       # "pulls back"

@@ -302,6 +302,13 @@ def setups():
     return {"seed": seed_setup(), "visible": visible_setup()}
 
 
+def test_02_the_two_setups(setups):
+    seed, visible = setups["seed"][0], setups["visible"][0]
+    assert seed.sizes == [3, 4, 2] and seed.activations == ["sigmoid", "identity"]
+    assert visible.sizes == [3, 16, 16, 2] and visible.activations == ["tanh", "tanh", "identity"]
+    assert np.array_equal(setups["seed"][1], setups["visible"][1])      # "the same 8 samples"
+
+
 def test_02_a_naive_step_raises_out2_and_moves_out1(setups):
     effect = {name: experiments.naive_step_effect(net, X, G_QUESTION, lr=experiments.LR[name])
               for name, (net, X, _) in setups.items()}

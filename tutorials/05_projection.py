@@ -37,7 +37,8 @@ flat_g, flat_D = jacobian.flatten(g), jacobian.flatten(D)
 cosine = flat_D @ (flat_g - flat_D) / (np.linalg.norm(flat_D) * np.linalg.norm(flat_g - flat_D))
 print(f"max |J1 . g| = {np.max(np.abs(J1.matvec(g))):.3g}    max |J1 . D| = "
       f"{np.max(np.abs(J1.matvec(D))):.1e}")
-print(f"cos(D, g - D) = {cosine:.1e}    |D| / |g| = {np.linalg.norm(flat_D) / np.linalg.norm(flat_g):.3f}")
+ratio = np.linalg.norm(flat_D) / np.linalg.norm(flat_g)
+print(f"cos(D, g - D) = {cosine:.1e}    |D| / |g| = {ratio:.3f}")
 
 # %%
 section("2. One step: O(lr) becomes O(lr^2)", """
