@@ -97,8 +97,8 @@ def _pareto():
 
 def _heldout_drift():
     from . import plots
-    return plots.heldout_drift(experiments.drift_over_slice("visible",
-                                                            rules=("naive", "project", "freeze", "span")))
+    rules = ("naive", "project", "freeze", "span")
+    return plots.heldout_drift(experiments.drift_over_slice("visible", rules=rules))
 
 
 def _optimizer_order():
