@@ -532,3 +532,126 @@ def projection_geometry(theta0=(0.0, 0.6), lr=1.0, lrs=None, toy=None, n_restore
             "naive": theta0 - lr * D, "projected": projected, "restore_path": restore(projected),
             "tangent": D_proj / np.linalg.norm(D_proj),
             "lrs": lrs, "drift": drift, "slopes": slopes}
+
+
+# -- teaching figures (phase 2) --
+# What the tutorials 02-06 and the figures of phase 2 need and no function above returns: the
+# weights a step moves, the first-order prediction of out1's drift, and the order of a drift in
+# lr, measured by a fitted log-log slope.
+
+def weight_changes(setup="seed", rules=("naive", "masked", "freeze", "project"), lr=None,
+                   G=G_QUESTION):
+    """|change| of every parameter after one step of each rule, from the same start.
+
+    The change is measured on the network itself (theta after minus theta before), so an
+    entry is 0.0 exactly when the step left that parameter's bits alone.
+
+    Returns a dict: ``setup``, ``sizes``, ``lr``, and per rule a dict with ``delta`` (a dict
+    like params of |theta_after - theta_before|) and ``drift_batch`` (max |delta out1| on X).
+    """
+    net0, X, _ = SETUPS[setup]()
+    lr = LR[setup] if lr is None else lr
+    ref = net0(X)[:, 0]
+    out = {"setup": setup, "sizes": list(net0.sizes), "lr": lr}
+    for rule in rules:
+        net = take_step(net0.copy(), rule, X, G, lr, ref)
+        out[rule] = {"delta": {k: np.abs(net.params[k] - net0.params[k]) for k in net0.params},
+                     "drift_batch": float(np.max(np.abs(net(X)[:, 0] - ref)))}
+    return out
+
+
+def first_order_drift(setup="visible", lrs=None, G=G_QUESTION):
+    """out1's change after one naive step, against its first-order prediction.
+
+    To first order, a step theta <- theta - lr g with g = J_1^T G_1 + J_2^T G_2 moves out1 by
+
+        delta out1 = -lr J_1 g = -lr (K_11 G_1 + K_12 G_2),      K_ij = J_i J_j^T (n, n),
+
+    and with the question's G (G_1 = 0) only the cross-output kernel K_12 is left.
+
+    Returns a dict: ``lrs`` (m,), ``actual`` and ``predicted`` (m, n), and ``rel_error`` (m,),
+    max |actual - predicted| / max |actual| per lr: O(lr), the size of the neglected term.
+    """
+    from .jacobian import tangent_kernel_by_layer
+    net, X, _ = SETUPS[setup]()
+    lrs = np.logspace(-5, -1, 5) if lrs is None else np.asarray(lrs, dtype=float)
+    G = np.broadcast_to(np.asarray(G, dtype=float), (X.shape[0], net.sizes[-1]))
+    K11 = tangent_kernel_by_layer(net, X, 0, 0)["total"]
+    K12 = tangent_kernel_by_layer(net, X, 0, 1)["total"]
+    g = fixes.naive(net, X, G)
+    out1 = net(X)[:, 0]
+    actual = np.array([net.copy().step(g, lr)(X)[:, 0] - out1 for lr in lrs])
+    predicted = -lrs[:, None] * (K11 @ G[:, 0] + K12 @ G[:, 1])[None, :]
+    rel_error = np.max(np.abs(actual - predicted), axis=1) / np.max(np.abs(actual), axis=1)
+    return {"setup": setup, "lrs": lrs, "actual": actual, "predicted": predicted,
+            "rel_error": rel_error}
+
+
+#: Below this, a drift of out1 (whose values are ~0.05 to ~3 here) is float64 round-off; it is
+#: also ``fixes.restore``'s default tolerance.
+ROUNDOFF = 1e-12
+
+
+def loglog_slope(lrs, values, max_lr=None):
+    """The slope k of log(values) = k log(lr) + c, fitted by least squares over lr <= max_lr.
+
+    A drift that is O(lr^k) at small lr has slope k there; fit where the asymptote holds.
+    """
+    lrs, values = np.asarray(lrs, dtype=float), np.asarray(values, dtype=float)
+    use = lrs <= (np.inf if max_lr is None else max_lr)
+    if use.sum() < 2 or np.any(values[use] <= 0.0):
+        raise ValueError(f"values: expected at least two positive values with lr <= {max_lr}, "
+                         f"got {values[use]}")
+    return float(np.polyfit(np.log(lrs[use]), np.log(values[use]), 1)[0])
+
+
+def drift_order(lrs, drift, max_lr=1e-3, roundoff=ROUNDOFF):
+    """How a drift scales with lr, as measured: ("exactly 0", None), ("round-off", None) when
+    every value is <= ``roundoff``, or ("O(lr^k)", slope) with k the rounded fitted slope."""
+    drift = np.asarray(drift, dtype=float)
+    if np.all(drift == 0.0):
+        return "exactly 0", None
+    if np.max(drift) <= roundoff:
+        return "round-off", None
+    slope = loglog_slope(lrs, drift, max_lr)
+    k = int(round(slope))
+    return ("O(lr)" if k == 1 else f"O(lr^{k})"), slope
+
+
+#: The step sizes of ``measured_guarantees``: up to the visible setup's lr (where round-off
+#: first shows in the rules that hold out1 exactly in exact arithmetic); slopes are fitted
+#: over lr <= 1e-3, where the drifts are in their asymptotic regime.
+GUARANTEE_LRS = np.logspace(-5, -2, 7)
+
+
+def measured_guarantees(setups=("seed", "visible"), rules=None, lrs=None):
+    """The order of out1's one-step drift in lr, on the batch and on unseen inputs, measured
+    (``drift_order``) for every rule on every setup: the guarantees table, from real runs.
+
+    Returns a dict (setup, rule) -> {"batch": (label, slope), "unseen": (label, slope)}.
+    """
+    lrs = GUARANTEE_LRS if lrs is None else np.asarray(lrs, dtype=float)
+    out = {}
+    for setup in setups:
+        res = one_step(setup, rules=rules, lrs=lrs)
+        for rule in (list(DIRECTIONS) if rules is None else rules):
+            out[(setup, rule)] = {where: drift_order(lrs, res[rule][f"drift_{where}"])
+                                  for where in ("batch", "unseen")}
+    return out
+
+
+def format_guarantees(measured):
+    """``measured_guarantees`` as a table: one row per rule, batch and unseen per setup."""
+    setups = list(dict.fromkeys(s for s, _ in measured))
+    rules = list(dict.fromkeys(r for _, r in measured))
+
+    def cell(label, slope):
+        return label if slope is None else f"{label} ({slope:.2f})"
+
+    head = f"{'rule':16}" + "".join(f" | {s + ' batch':>20} {s + ' unseen':>20}" for s in setups)
+    lines = [head, "-" * len(head)]
+    for rule in rules:
+        lines.append(f"{rule:16}" + "".join(
+            f" | {cell(*measured[(s, rule)]['batch']):>20} {cell(*measured[(s, rule)]['unseen']):>20}"
+            for s in setups))
+    return "\n".join(lines)

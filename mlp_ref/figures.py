@@ -7,6 +7,7 @@ figure with its time. To add a figure: a function in ``experiments`` returning a
 """
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -55,11 +56,68 @@ def _projection_geometry():
     return plots.projection_geometry(experiments.projection_geometry())
 
 
+#: The number of steps of trajectories.png and pareto.png (every rule of the question table).
+STEPS = 200
+#: The step sizes of drift_vs_lr.png: from far inside the first-order regime to the seed's lr.
+DRIFT_LRS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+
+
+def _network_fixes():
+    from . import plots
+    return plots.network_fixes(experiments.weight_changes("seed"))
+
+
+def _tangent_kernel():
+    from . import plots
+    return plots.tangent_kernel([experiments.tangent_kernel("seed"),
+                                 experiments.tangent_kernel("visible")])
+
+
+def _drift_vs_lr():
+    from . import plots
+    return plots.drift_vs_lr([experiments.one_step("visible", lrs=DRIFT_LRS),
+                              experiments.one_step("seed", lrs=DRIFT_LRS)])
+
+
+@functools.lru_cache(maxsize=1)
+def _visible_trajectories():
+    """The visible setup's 200 steps, shared by trajectories.png and pareto.png."""
+    return experiments.trajectories("visible", steps=STEPS)
+
+
+def _trajectories():
+    from . import plots
+    return plots.trajectories(_visible_trajectories())
+
+
+def _pareto():
+    from . import plots
+    return plots.pareto(_visible_trajectories())
+
+
+def _heldout_drift():
+    from . import plots
+    rules = ("naive", "project", "freeze", "span")
+    return plots.heldout_drift(experiments.drift_over_slice("visible", rules=rules))
+
+
+def _optimizer_order():
+    from . import plots
+    return plots.optimizer_order(experiments.optimizer_order("visible"))
+
+
 FIGURES = {
     "seed_problem.png": _seed_problem,
     "backprop_stages.png": _backprop_stages,
     "backprop_zeroed.png": _backprop_zeroed,
     "projection_geometry.png": _projection_geometry,
+    "network_fixes.png": _network_fixes,
+    "tangent_kernel.png": _tangent_kernel,
+    "drift_vs_lr.png": _drift_vs_lr,
+    "trajectories.png": _trajectories,
+    "pareto.png": _pareto,
+    "heldout_drift.png": _heldout_drift,
+    "optimizer_order.png": _optimizer_order,
 }
 
 

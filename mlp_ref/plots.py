@@ -147,6 +147,11 @@ def _signed(x):
     return f"{x:+.2f}".replace("-", "\u2212")
 
 
+def _num(x):
+    """A magnitude for a label: 0.39 or 9.1 as they are, 1.8e-04 as 1.8 x 10^-4."""
+    return f"{x:.2g}" if 1e-2 <= abs(x) < 1e3 else _sci(x)
+
+
 def _sci(x):
     """1.8e-04 as mathtext 1.8 x 10^-4, readable on a slide."""
     mantissa, exponent = f"{x:.1e}".split("e")
@@ -388,4 +393,573 @@ def projection_geometry(result, axes=None, grid=241):
     fig.supxlabel("\u03b8 = (\u03b8\u2081, \u03b8\u2082): the two first-layer weights of a 1-2-2 "
                   "tanh MLP, out(\u03b8) = tanh(\u03b8x + c) V; naive direction D = \u2212\u2207out2 "
                   "(G = [0, \u22121])", fontsize=11, style="italic")
+    return fig
+
+
+# == phase 2: every fix, measured =================================================================
+#: How each fix is named in a legend or a panel title.
+FIX_LABELS = {"naive": "naive", "masked": "mask [0, 1]", "freeze": "freeze (var_list)",
+              "heads": "separate heads", "towers": "two towers", "project": "project",
+              "project+restore": "project + restore", "penalty": "penalty", "span": "span (GPM)"}
+
+#: Where a drift of exactly 0.0 is drawn on a log axis, and the top of the round-off band
+#: (``experiments.ROUNDOFF``): a value in the band is float64 noise, not a drift.
+ZERO_FLOOR = 1e-19
+ROUNDOFF_TOP = 1e-12
+
+
+def _fix_label(name):
+    return FIX_LABELS.get(name, name)
+
+
+def _at_floor(values, floor=ZERO_FLOOR):
+    """Values for a log axis: exact zeros moved to ``floor``, everything else as it is."""
+    values = np.asarray(values, dtype=float)
+    return np.where(values == 0.0, floor, values)
+
+
+def _roundoff_band(ax, floor=ZERO_FLOOR, horizontal=True, label=True):
+    """Shade |drift| <= ROUNDOFF_TOP as float64 round-off, and mark the row of exact zeros."""
+    span, line = (ax.axhspan, ax.axhline) if horizontal else (ax.axvspan, ax.axvline)
+    span(floor / 5, ROUNDOFF_TOP, color="0.93", zorder=0, lw=0)
+    line(floor, color="0.6", lw=0.8, ls=":", zorder=0)
+    if not label:
+        return
+    kw = {"fontsize": 10, "color": "0.35", "zorder": 1}
+    if horizontal:
+        trans = ax.get_yaxis_transform()
+        ax.text(0.99, ROUNDOFF_TOP / 30, f"round-off: \u2264 $10^{{{int(np.log10(ROUNDOFF_TOP))}}}$",
+                transform=trans, ha="right", va="top", **kw)
+        ax.text(0.99, floor * 2.5, "exactly 0", transform=trans, ha="right", va="bottom", **kw)
+    else:
+        trans = ax.get_xaxis_transform()
+        ax.text(ROUNDOFF_TOP / 30, 0.99, f"round-off: \u2264 $10^{{{int(np.log10(ROUNDOFF_TOP))}}}$",
+                transform=trans, ha="right", va="top", rotation=90, **kw)
+        ax.text(floor * 2.5, 0.99, "exactly 0", transform=trans, ha="left", va="top", rotation=90,
+                **kw)
+
+
+def _decade_ticks(ax, lo, hi, every=3, axis="y"):
+    """Log ticks every ``every`` decades from 10^lo to 10^hi, as 10^k."""
+    ticks = [10.0 ** k for k in range(lo, hi + 1, every)]
+    labels = [f"$10^{{{k}}}$" for k in range(lo, hi + 1, every)]
+    (ax.set_yticks if axis == "y" else ax.set_xticks)(ticks, labels)
+    (ax.yaxis if axis == "y" else ax.xaxis).set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+# -- the network, and what each fix moves -------------------------------------------------------
+#: The sequential map of |delta W| in ``network_fixes``: light (small) to dark (large), so
+#: that even the smallest change stays visible on white.
+CHANGE_CMAP = "magma_r"
+
+_NETWORK_TAKEAWAYS = {
+    "naive": "moves the shared layer",
+    "masked": "= naive, bit for bit",
+    "freeze": "only out2's weights move",
+    "project": "out1's weights cancel\nthe shared layer's effect",
+}
+
+
+def _layer_positions(sizes):
+    """(x, y) of every node: layer l at x = l, its nodes centred on y = 0, one unit apart."""
+    return [[(l, (n - 1) / 2 - i) for i in range(n)] for l, n in enumerate(sizes)]
+
+
+@styled
+def network_fixes(result, axes=None):
+    """The network as a graph, once per fix; edge colour and width = |delta W| of one step.
+
+    ``result`` is ``experiments.weight_changes(...)``. One panel per rule, all on one log
+    colour scale (a shared colour bar): the darker and thicker an edge, the more that weight
+    moved. A weight the step leaves exactly unchanged is a thin dotted grey edge; a node's
+    fill is the change of its bias (white with a dotted rim: unchanged). ``axes``: one per rule.
+    """
+    rules = [k for k in result if isinstance(result[k], dict) and "delta" in result[k]]
+    sizes = result["sizes"]
+
+    def make():
+        fig = new_figure(12.5, 5.0)
+        return fig, fig.subplots(1, len(rules))
+    fig, axes = _axes(axes, len(rules), make)
+    moved = np.concatenate([np.ravel(v) for r in rules for v in result[r]["delta"].values()])
+    moved = moved[moved > 0]
+    norm = matplotlib.colors.LogNorm(vmin=10 ** np.floor(np.log10(moved.min())),
+                                     vmax=10 ** np.ceil(np.log10(moved.max())))
+    cmap = matplotlib.colormaps[CHANGE_CMAP]
+
+    def shade(value):
+        t = float(np.clip(norm(value), 0.0, 1.0))
+        return cmap(0.12 + 0.88 * t), 0.8 + 4.2 * t
+
+    pos = _layer_positions(sizes)
+    names = [[f"x{i + 1}" for i in range(sizes[0])]]
+    names += [[f"h{i + 1}" for i in range(n)] if l < len(sizes) - 1 else
+              [f"out{i + 1}" for i in range(n)] for l, n in enumerate(sizes[1:], start=1)]
+    for ax, rule in zip(axes, rules):
+        delta = result[rule]["delta"]
+        for l in range(1, len(sizes)):
+            W = delta[f"W{l}"]
+            order = np.argsort(W, axis=None)                 # the largest drawn last, on top
+            for flat in order:
+                i, j = np.unravel_index(flat, W.shape)
+                (x0, y0), (x1, y1) = pos[l - 1][i], pos[l][j]
+                if W[i, j] == 0.0:
+                    ax.plot([x0, x1], [y0, y1], color="0.7", lw=0.9, ls=":", zorder=1)
+                else:
+                    colour, width = shade(W[i, j])
+                    ax.plot([x0, x1], [y0, y1], color=colour, lw=width, zorder=2,
+                            solid_capstyle="round")
+        for l, layer in enumerate(pos):
+            for i, (x, y) in enumerate(layer):
+                if l == 0:
+                    face, edge, ls = "0.85", "0.4", "-"
+                else:
+                    db = delta[f"b{l}"][i]
+                    face, edge, ls = ("white", "0.5", ":") if db == 0.0 else (shade(db)[0], "0.2", "-")
+                ax.scatter([x], [y], s=560, facecolor=face, edgecolor=edge, linewidth=1.4,
+                           linestyle=ls, zorder=3)
+                if l == len(pos) - 1:              # "out1" does not fit in a node: beside it
+                    ax.text(x + 0.24, y, names[l][i], ha="left", va="center", fontsize=11,
+                            zorder=4)
+                    continue
+                text_colour = "black" if l == 0 or face == "white" or norm(db) < 0.55 else "white"
+                ax.text(x, y, names[l][i], ha="center", va="center", fontsize=10, zorder=4,
+                        color=text_colour)
+        ax.set_xlim(-0.3, len(sizes) - 0.3)
+        ax.set_ylim(-(max(sizes) - 1) / 2 - 0.55, (max(sizes) - 1) / 2 + 0.55)
+        ax.set_axis_off()
+        drift = result[rule]["drift_batch"]
+        d_text = "0 exactly" if drift == 0.0 else _sci(drift)
+        ax.set_title(f"{_fix_label(rule)}\n{_NETWORK_TAKEAWAYS.get(rule, '')}",
+                     color=PALETTE[rule], fontweight="bold", fontsize=12, va="bottom")
+        ax.text(0.5, -0.02, f"max |\u0394out1| = {d_text}", transform=ax.transAxes, ha="center",
+                va="top", fontsize=11)
+    bar = fig.colorbar(matplotlib.cm.ScalarMappable(
+        norm=norm, cmap=matplotlib.colors.ListedColormap(cmap(np.linspace(0.12, 1.0, 256)))),
+        ax=axes, shrink=0.8, pad=0.01)
+    bar.set_label("|\u0394 weight| (edges) and |\u0394 bias| (nodes), one step")
+    fig.supxlabel("dotted: not changed at all (0.0 exactly).   Same colour scale in every panel.",
+                  fontsize=11, style="italic")
+    fig.suptitle(f"What one step moves ({'-'.join(map(str, sizes))} network, G = [0, \u22121], "
+                 f"lr = {result['lr']:g}): out1 drifts whenever the shared layer moves,\n"
+                 "unless the shared layer is frozen, or out1's own weights move to cancel it "
+                 "(projection: to first order)")
+    return fig
+
+
+# -- the cross-output tangent kernel by layer ------------------------------------------------------
+_SETUP_LABELS = {"seed": "seed: 3-4-2 sigmoid", "visible": "visible: 3-16-16-2 tanh"}
+
+
+@styled
+def tangent_kernel(results, axes=None):
+    """K_12 = J_1 J_2^T on the batch, split into one share per layer, for each setup.
+
+    ``results`` is a list of ``experiments.tangent_kernel(setup)``. One row per setup; the
+    columns are the hidden layers (aligned from the first), the output layer and the total.
+    Each row has its own symmetric colour scale (the setups differ by decades). The output
+    layer's share is exactly 0.0 in every entry, and its panel says so. ``axes``: one per
+    panel, row by row (rows x (max hidden layers + 2)).
+    """
+    hidden = max(len(r["shares"]) - 2 for r in results)
+    cols = hidden + 2
+
+    def make():
+        fig = new_figure(12.5, 3.3 * len(results) + 0.9)
+        return fig, fig.subplots(len(results), cols)
+    fig, axes = _axes(axes, len(results) * cols, make)
+    for row, res in enumerate(results):
+        shares = res["shares"]
+        layers = [l for l in shares if l != "total"]
+        L = max(layers)
+        panels = {c: l for c, l in enumerate(layers[:-1])}
+        panels[cols - 2], panels[cols - 1] = L, "total"
+        top = float(np.max(np.abs(shares["total"]))) or 1.0
+        norm = matplotlib.colors.Normalize(-top, top)
+        row_axes = axes[row * cols:(row + 1) * cols]
+        for c, ax in enumerate(row_axes):
+            if c not in panels:
+                ax.set_axis_off()
+                ax.text(0.5, 0.5, "(no hidden\nlayer 2)", ha="center", va="center",
+                        transform=ax.transAxes, color="0.5")
+                continue
+            l = panels[c]
+            K = shares[l]
+            ax.imshow(K, cmap=STAGE_CMAP, norm=norm, interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if l == "total":
+                title = "total K\u2081\u2082 = J\u2081J\u2082\u1d40"
+            elif l == L:
+                title = f"output layer {L}"
+            else:
+                title = f"hidden layer {l}"
+            if np.all(K == 0.0):
+                ax.text(0.5, 0.5, "0.0 exactly,\nevery entry", ha="center", va="center",
+                        transform=ax.transAxes, fontsize=12, fontweight="bold")
+                sub = "out1, out2 share no\noutput weight"
+            else:
+                share = K.sum() / shares["total"].sum()
+                sub = (f"max |K\u2081\u2082| = {_num(np.max(np.abs(K)))}" if l == "total" else
+                       f"entries sum to {100 * share:.0f}% of total")
+            ax.set_title(f"{title}\n{sub}", fontsize=11)
+            if c == 0:
+                ax.set_ylabel(_SETUP_LABELS.get(res["setup"], res["setup"]) + "\nsample a",
+                              fontsize=11)
+            if row == len(results) - 1:
+                ax.set_xlabel("sample b", fontsize=11)
+        bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=STAGE_CMAP),
+                           ax=row_axes[-1], shrink=0.9, pad=0.04)
+        bar.formatter.set_powerlimits((-2, 2))
+    fig.suptitle("Why out1 moves: the cross-output kernel K\u2081\u2082[a, b] = \u2202out1\u2090/\u2202\u03b8 "
+                 "\u00b7 \u2202out2_b/\u2202\u03b8, split by layer.\nThe output layer's share is 0.0 "
+                 "exactly: all the cross-talk flows through the shared hidden layers")
+    return fig
+
+
+# -- one step: drift against the step size ---------------------------------------------------------
+#: The rules whose one-step drift equals naive's exactly in the question (drawn as markers only).
+_SAME_AS_NAIVE = {"masked": "= naive, exactly", "penalty": "= naive on the first step"}
+
+
+def _drift_curves(ax, lrs, drifts, slope_max_lr):
+    """One log-log curve per rule. Returns {rule: fitted slope} for the rules with one."""
+    from .experiments import drift_order
+    slopes = {}
+    for rule, drift in drifts.items():
+        _, slope = drift_order(lrs, drift, max_lr=slope_max_lr, roundoff=ROUNDOFF_TOP)
+        if slope is not None and rule not in _SAME_AS_NAIVE:
+            slopes[rule] = slope
+        label = _fix_label(rule) + (f" ({_SAME_AS_NAIVE[rule]})" if rule in _SAME_AS_NAIVE else "")
+        kw = {"marker": MARKERS[rule], "color": PALETTE[rule], "label": label}
+        if rule == "span":                            # small, so freeze's squares show around it
+            kw.update(ms=5)
+        if rule == "masked":                          # exactly on naive's points: a bold x on top
+            kw.update(ls="none", ms=10, mew=2.2, zorder=5)
+        elif rule == "penalty":                       # ... and a hollow triangle around them
+            kw.update(ls="none", ms=13, mfc="none", mew=1.6, zorder=4)
+        ax.loglog(lrs, _at_floor(drift), **kw)
+    return slopes
+
+
+def _guide(ax, lrs, anchor, slope, text, below=4.0):
+    """A grey dashed line of the given log-log slope, ``below`` times under ``anchor`` at lrs[0]."""
+    x = np.array([lrs[0], lrs[-1]])
+    y = anchor / below * (x / lrs[0]) ** slope
+    ax.loglog(x, y, ls="--", color="0.55", lw=1.2, zorder=2)
+    ax.text(x[-1] * 1.3, y[-1], text, ha="left", va="center", fontsize=10, color="0.4")
+
+
+def _slopes_box(ax, slopes, max_lr):
+    lines = [f"{_fix_label(r)}: {k:.2f}" for r, k in slopes.items()]
+    ax.text(0.03, 0.97, f"fitted slopes (lr \u2264 {max_lr:g}):\n" + "\n".join(lines),
+            transform=ax.transAxes, ha="left", va="top", fontsize=11,
+            bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "0.8"})
+
+
+@styled
+def drift_vs_lr(results, axes=None, slope_max_lr=1e-3):
+    """Max |delta out1| on the batch after ONE step of each rule, against the step size.
+
+    ``results`` is a list of ``experiments.one_step(setup, lrs=...)``, one panel each. Log-log,
+    with dashed guide lines proportional to lr and lr^2, and the slopes fitted over
+    lr <= ``slope_max_lr`` written in each panel. Exact zeros are drawn on the "exactly 0" row
+    at the bottom; the band below 1e-12 is float64 round-off. ``axes``: one per result.
+    """
+    def make():
+        fig = new_figure(13.0, 6.6)
+        return fig, fig.subplots(1, len(results), sharey=True)
+    fig, axes = _axes(axes, len(results), make)
+    for ax, res in zip(axes, results):
+        lrs = res["lrs"]
+        rules = [k for k in res if isinstance(res[k], dict)]
+        _roundoff_band(ax)
+        slopes = _drift_curves(ax, lrs, {r: res[r]["drift_batch"] for r in rules}, slope_max_lr)
+        small = lrs <= slope_max_lr
+        if "naive" in res:
+            _guide(ax, lrs[small], res["naive"]["drift_batch"][0], 1, "\u221d lr")
+        if "project" in res:
+            _guide(ax, lrs[small], res["project"]["drift_batch"][0], 2, "\u221d lr\u00b2")
+        _slopes_box(ax, slopes, slope_max_lr)
+        ax.set_ylim(ZERO_FLOOR / 5, 30)
+        _decade_ticks(ax, -18, 0)
+        ax.set_xlabel("step size lr (log)")
+        ax.set_title(_SETUP_LABELS.get(res["setup"], res["setup"]) + ", one step, on the batch")
+    axes[0].set_ylabel("max |\u0394out1| on the batch (log)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=11)
+    fig.suptitle("One step with G = [0, \u22121]: naive and mask move out1 O(lr), projection "
+                 "O(lr\u00b2);\nfreezing holds it exactly (0.0), span and restore to round-off")
+    return fig
+
+
+# -- many steps ---------------------------------------------------------------------------------------
+def _strip(ax, horizontal=True):
+    """The narrow part of a broken log axis that holds what does not drift: exact zeros (on
+    the "exactly 0" row) and round-off (the shaded band up to 1e-12)."""
+    _roundoff_band(ax, horizontal=horizontal, label=False)
+    lim = (ZERO_FLOOR / 5, ROUNDOFF_TOP * 20)
+    kw = {"fontsize": 10, "color": "0.3"}
+    if horizontal:
+        ax.set_yscale("log")
+        ax.set_ylim(*lim)
+        _decade_ticks(ax, -18, -12, every=6)
+        ax.text(0.99, 0.93, "round-off (\u2264 $10^{-12}$)", transform=ax.transAxes, ha="right",
+                va="top", **kw)
+        ax.text(0.99, ZERO_FLOOR * 2.5, "exactly 0", transform=ax.get_yaxis_transform(),
+                ha="right", va="bottom", **kw)
+    else:
+        ax.set_xscale("log")
+        ax.set_xlim(*lim)
+        _decade_ticks(ax, -18, -12, every=6, axis="x")
+        ax.text(0.93, 0.02, "round-off (\u2264 $10^{-12}$)", transform=ax.transAxes, ha="right",
+                va="bottom", rotation=90, **kw)
+        ax.text(ZERO_FLOOR * 2.5, 0.02, "exactly 0", transform=ax.get_xaxis_transform(),
+                ha="left", va="bottom", rotation=90, **kw)
+
+
+def _break(big, strip, horizontal=True):
+    """Join the two parts of a broken axis: hide the spines where they meet, draw // marks."""
+    kw = {"marker": [(-1, -0.5), (1, 0.5)], "markersize": 11, "linestyle": "none",
+          "color": "0.2", "mec": "0.2", "mew": 1, "clip_on": False}
+    if horizontal:                          # big above strip
+        big.spines["bottom"].set_visible(False)
+        big.tick_params(axis="x", which="both", bottom=False, labelbottom=False)
+        big.plot([0], [0], transform=big.transAxes, **kw)
+        strip.plot([0], [1], transform=strip.transAxes, **kw)
+    else:                                   # strip left of big
+        big.spines["left"].set_visible(False)
+        big.tick_params(axis="y", which="both", left=False, labelleft=False)
+        strip.plot([1], [0], transform=strip.transAxes, **kw)
+        big.plot([0], [0], transform=big.transAxes, **kw)
+
+
+def _drifting_range(values):
+    """Log limits (10^a, 10^b) around every value above round-off."""
+    v = np.concatenate([np.ravel(x) for x in values])
+    v = v[v > ROUNDOFF_TOP]
+    return 10.0 ** np.floor(np.log10(v.min())), 10.0 ** np.ceil(np.log10(v.max()))
+
+
+def _steps_curve(axs, steps, values, rule, log):
+    kw = {"color": PALETTE[rule], "marker": MARKERS[rule], "markevery": max(len(steps) // 8, 1),
+          "label": _fix_label(rule)}
+    if rule == "masked":                                # exactly naive's curve: dashed on top
+        kw.update(ls=(0, (4, 3)), label="mask [0, 1] (= naive)", zorder=4)
+    for ax in axs:
+        if log:
+            ax.semilogy(steps[1:], _at_floor(values[1:]), **kw)
+        else:
+            ax.plot(steps, values, **kw)
+
+
+@styled
+def trajectories(result, axes=None):
+    """out1's drift (on the batch, and on unseen inputs) and out2's gain over many steps.
+
+    ``result`` is ``experiments.trajectories(...)``. The two drift panels are broken log
+    axes: above, the rules that drift; below, a strip with the exact zeros (the "exactly 0"
+    row) and round-off (shaded, <= 1e-12). The third panel is the mean gain of out2 on the
+    batch (linear). ``axes``: five Axes, (batch above, batch strip, unseen above, unseen
+    strip, gain).
+    """
+    def make():
+        fig = new_figure(14.0, 6.2)
+        grid = fig.add_gridspec(2, 3, height_ratios=[3, 1], width_ratios=[1, 1, 0.9],
+                                hspace=0.03)
+        made = [fig.add_subplot(grid[r, c]) for c in range(2) for r in range(2)]
+        return fig, made + [fig.add_subplot(grid[:, 2])]
+    fig, axes = _axes(axes, 5, make)
+    steps = result["steps"]
+    rules = [k for k in result if isinstance(result[k], dict)]
+    lim = _drifting_range([result[r][k][1:] for r in rules for k in ("drift_batch", "drift_unseen")])
+    for big, strip, key, where in [(axes[0], axes[1], "drift_batch", "on the batch"),
+                                   (axes[2], axes[3], "drift_unseen", "on 256 unseen inputs")]:
+        for rule in rules:
+            _steps_curve([big, strip], steps, result[rule][key], rule, log=True)
+        big.set_ylim(*lim)
+        _strip(strip)
+        _break(big, strip)
+        big.set_title(f"out1 drift {where}")
+        big.set_ylabel("max |out1 \u2212 out1 at start| (log)")
+        strip.set_xlabel("step")
+        strip.sharex(big)
+    _steps_curve([axes[4]], steps, result[rules[0]]["gain"], rules[0], log=False)
+    for rule in rules[1:]:
+        _steps_curve([axes[4]], steps, result[rule]["gain"], rule, log=False)
+    axes[4].set_title("out2 gain (what G asks for)")
+    axes[4].set_ylabel("mean (out2 \u2212 out2 at start)")
+    axes[4].set_xlabel("step")
+    handles, labels = axes[4].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(rules), fontsize=11)
+    fig.suptitle(f"{len(steps) - 1} steps (visible setup, lr = {result['lr']:g}): freezing holds out1 "
+                 "exactly everywhere; projection + restore\nholds it on the batch only, and off the "
+                 "batch it drifts even more than naive; the penalty only pulls back")
+    return fig
+
+
+@styled
+def pareto(result, axes=None):
+    """out2's gain against out1's drift, per rule, step by step: the trade-off.
+
+    ``result`` is ``experiments.trajectories(...)``. Two panels, drift on the batch and on
+    unseen inputs, each a broken log x axis: on the left a strip with the exact zeros and
+    round-off, on the right the rules that drift. Each rule is a path from step 1 to the last
+    step, ending in its marker. Up and to the left is better. ``axes``: four Axes (batch
+    strip, batch, unseen strip, unseen).
+    """
+    def make():
+        fig = new_figure(13.5, 6.0)
+        grid = fig.add_gridspec(1, 4, width_ratios=[1, 3, 1, 3], wspace=0.03)
+        made = [fig.add_subplot(grid[0, 0])]
+        made += [fig.add_subplot(grid[0, c], sharey=made[0]) for c in (1, 2, 3)]
+        return fig, made
+    fig, axes = _axes(axes, 4, make)
+    rules = [k for k in result if isinstance(result[k], dict)]
+    n = len(result["steps"]) - 1
+    lim = _drifting_range([result[r][k][1:] for r in rules for k in ("drift_batch", "drift_unseen")])
+    for strip, big, key, where in [(axes[0], axes[1], "drift_batch", "on the batch"),
+                                   (axes[2], axes[3], "drift_unseen", "on 256 unseen inputs")]:
+        for rule in rules:
+            x, y = _at_floor(result[rule][key][1:]), result[rule]["gain"][1:]
+            masked = rule == "masked"
+            for ax in (strip, big):
+                ax.plot(x, y, color=PALETTE[rule], lw=1.4, alpha=0.6,
+                        ls=(0, (4, 3)) if masked else "-")
+                ax.plot(x[-1:], y[-1:], marker=MARKERS[rule], color=PALETTE[rule],
+                        ms=14 if masked else 12, mew=2.5 if masked else 1, ls="none", zorder=4,
+                        label=_fix_label(rule) + (" (= naive)" if masked else ""))
+        big.set_xscale("log")
+        big.set_xlim(*lim)
+        _strip(strip, horizontal=False)
+        _break(big, strip, horizontal=False)
+        big.set_xlabel(f"max |\u0394out1| {where} (log)")
+        big.set_title(f"out1 drift {where}", loc="left")
+        big.annotate("better", xy=(0.08, 0.93), xytext=(0.25, 0.8), xycoords="axes fraction",
+                     fontsize=11, color="0.35", arrowprops={"arrowstyle": "->", "color": "0.35"})
+    axes[2].tick_params(axis="y", labelleft=False)
+    axes[0].set_ylabel("out2 gain (mean, on the batch)")
+    handles, labels = axes[1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(rules), fontsize=11)
+    fig.suptitle(f"The trade-off over {n} steps (each path ends at its marker): freezing buys exact "
+                 "invariance with less than half the gain;\nprojection + restore keeps the gain "
+                 "and the batch, but not unseen inputs")
+    return fig
+
+
+# -- off the batch: a slice of input space -----------------------------------------------------------
+#: The colour of round-off cells (0 < |drift| <= 1e-12) in ``heldout_drift``: off the scale,
+#: said in the colour bar's extension.
+ROUNDOFF_COLOUR = "#E8D5F0"
+
+
+@styled
+def heldout_drift(result, axes=None):
+    """|delta out1| over a 2-D slice of input space (x3 fixed) after the rules' steps.
+
+    ``result`` is ``experiments.drift_over_slice(...)``. One panel per rule and one shared
+    log colour scale, from the smallest to the largest drift above round-off. Two kinds of
+    cell are drawn off the scale, and said to be: exactly 0.0 (hatched grey) and round-off,
+    0 < |delta out1| <= 1e-12 (pale lilac, the colour bar's lower extension). The batch's
+    (x1, x2) are marked; their x3 is not the slice's. ``axes``: one per rule, then one for
+    the colour bar.
+    """
+    rules = [k for k in ("naive", "masked", "project", "project+restore", "penalty", "freeze",
+                         "span") if k in result]
+
+    def make():
+        fig = new_figure(14.0, 4.8)
+        grid = fig.add_gridspec(1, len(rules) + 1, width_ratios=[1] * len(rules) + [0.06])
+        return fig, [fig.add_subplot(grid[0, i]) for i in range(len(rules) + 1)]
+    fig, axes = _axes(axes, len(rules) + 1, make)
+    lo, hi = _drifting_range([result[r] for r in rules])
+    norm = matplotlib.colors.LogNorm(vmin=lo, vmax=hi)
+    cmap = matplotlib.colormaps["viridis"].with_extremes(under=ROUNDOFF_COLOUR)
+    extent = [result["x1"][0], result["x1"][-1], result["x2"][0], result["x2"][-1]]
+    for ax, rule in zip(axes, rules):
+        D = result[rule]
+        ax.add_patch(Rectangle((0, 0), 1, 1, transform=ax.transAxes, facecolor="0.93",
+                               hatch="//", edgecolor="0.72", lw=0, zorder=0))
+        ax.imshow(np.ma.masked_equal(D, 0.0), origin="lower", extent=extent, cmap=cmap,
+                  norm=norm, interpolation="nearest", zorder=1)
+        ax.scatter(*result["batch"].T, s=55, facecolor="white", edgecolor="black", lw=1.3,
+                   zorder=3)
+        if np.all(D == 0.0):
+            note = "0.0 exactly, everywhere"
+        elif D.max() <= ROUNDOFF_TOP:
+            note = f"0 or round-off (\u2264 {_sci(D.max())})"
+        else:
+            note = f"{_num(D.min())} to {_num(D.max())}"
+        ax.set_title(f"{_fix_label(rule)}\n{note}", color=PALETTE[rule], fontweight="bold",
+                     fontsize=12)
+        ax.set_xlabel("x1")
+        ax.set_xticks([0, 0.5, 1])
+        ax.set_yticks([0, 0.5, 1])
+        ax.set_aspect("equal")
+    axes[0].set_ylabel("x2        (x3 = 0.5)")
+    bar = fig.colorbar(matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap), cax=axes[-1],
+                       extend="min", extendfrac=0.12)
+    bar.set_label("|\u0394out1| (log).  Below the bar: round-off (\u2264 $10^{-12}$);\n"
+                  "hatched grey: 0.0 exactly", fontsize=11)
+    steps = result["steps"]
+    what = "one step" if steps == 1 else f"{steps} steps"
+    fig.suptitle(f"Off the batch ({what}, lr = {result['lr']:g}, visible setup): projection still "
+                 "moves out1 everywhere, O(lr); freezing holds it\nexactly; span with keep_X = the "
+                 "batch freezes the hidden layers, so it IS freezing, up to round-off")
+    fig.text(0.5, 0.005, "white dots: the batch's (x1, x2); their x3 is not 0.5, so no batch point "
+             "lies on this slice", ha="center", va="bottom", fontsize=11, style="italic")
+    return fig
+
+
+# -- the optimizer's order --------------------------------------------------------------------------
+_ORDER_STYLE = {"project gradient, then Adam": {"ls": "--", "mfc": "white"},
+                "Adam, then project update": {"ls": "-"}}
+
+
+@styled
+def optimizer_order(result, axes=None, slope_max_lr=1e-3):
+    """Adam holding out1 by projection, in both orders.
+
+    ``result`` is ``experiments.optimizer_order(...)``. Three panels: the one-step drift of
+    out1 on the batch against lr (log-log, with fitted slopes), the drift over many steps
+    (log) and out2's gain over those steps. Both curves are projection (its colour): solid
+    is the right order (project Adam's update), dashed the pitfall. ``axes``: three Axes.
+    """
+    from .experiments import OPTIMIZER_ORDERS, loglog_slope
+
+    def make():
+        fig = new_figure(14.0, 5.4)
+        return fig, fig.subplots(1, 3)
+    fig, axes = _axes(axes, 3, make)
+    lrs, steps = result["lrs"], result["steps"]
+    colour = PALETTE["project"]
+    for name in OPTIMIZER_ORDERS:
+        r, style = result[name], _ORDER_STYLE.get(name, {})
+        slope = loglog_slope(lrs, r["one_step"], slope_max_lr)
+        kw = {"color": colour, "marker": MARKERS["project"], **style}
+        axes[0].loglog(lrs, r["one_step"], label=f"{name}: slope {slope:.2f}", ms=8, **kw)
+        every = max(len(steps) // 8, 1)
+        axes[1].semilogy(steps[1:], r["drift"][1:], markevery=every, label=name, **kw)
+        axes[2].plot(steps, r["gain"], markevery=every, label=name, **kw)
+    small = lrs <= slope_max_lr
+    first = {name: result[name]["one_step"][0] for name in OPTIMIZER_ORDERS}
+    wrong, right = list(OPTIMIZER_ORDERS)
+    _guide(axes[0], lrs[small], first[wrong], 1, "\u221d lr")
+    _guide(axes[0], lrs[small], first[right], 2, "\u221d lr\u00b2")
+    axes[0].set_xlabel("Adam's lr (log)")
+    axes[0].set_ylabel("max |\u0394out1| on the batch (log)")
+    axes[0].set_title("one Adam step")
+    axes[0].legend(loc="upper left", fontsize=10)
+    axes[1].set_xlabel("step")
+    axes[1].set_ylabel("max |out1 \u2212 out1 at start| (log)")
+    axes[1].set_title(f"{len(steps) - 1} Adam steps, lr = {result['lr']:g}")
+    axes[2].set_xlabel("step")
+    axes[2].set_ylabel("mean (out2 \u2212 out2 at start)")
+    axes[2].set_title("out2 gain: both learn")
+    fig.suptitle("With Adam, project the update, not the gradient: Adam rescales each coordinate, "
+                 "so a projected\ngradient leaves the null space (drift O(lr)); projecting "
+                 "Adam's own update keeps O(lr\u00b2)")
+    setup = _SETUP_LABELS.get(result["setup"], result["setup"])
+    fig.supxlabel(f"{setup}; projection onto the null space of out1's Jacobian on the batch; "
+                  "G = [0, \u22121]", fontsize=11, style="italic")
     return fig

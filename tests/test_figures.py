@@ -44,7 +44,9 @@ def test_every_figure_is_written(two_runs):
     (a, _), _ = two_runs
     assert sorted(p.name for p in a.iterdir()) == sorted(figures.FIGURES)
     assert {"seed_problem.png", "backprop_stages.png", "backprop_zeroed.png",
-            "projection_geometry.png"} <= set(figures.FIGURES)
+            "projection_geometry.png", "network_fixes.png", "tangent_kernel.png",
+            "drift_vs_lr.png", "trajectories.png", "pareto.png", "heldout_drift.png",
+            "optimizer_order.png"} <= set(figures.FIGURES)
 
 
 def test_two_runs_give_identical_bytes(two_runs):
@@ -205,3 +207,151 @@ def test_zeroed_by_rule_sees_the_rule_not_G():
         lambda net, X, G: {k: (g if k == "W2" else 0 * g) for k, g in net.gradient(X, G).items()},
         net, X)
     assert set(keep_W2) == {"dW1", "db1", "db2"} and all(np.all(m) for m in keep_W2.values())
+
+
+# -- phase 2: every fix, measured ------------------------------------------------------------------
+from mlp_ref.plots import ZERO_FLOOR                               # noqa: E402  (imports matplotlib)
+
+
+@pytest.fixture(scope="module")
+def changes():
+    return experiments.weight_changes("seed")
+
+
+@pytest.fixture(scope="module")
+def drift_results():
+    return [experiments.one_step("visible", lrs=figures.DRIFT_LRS),
+            experiments.one_step("seed", lrs=figures.DRIFT_LRS)]
+
+
+@pytest.fixture(scope="module")
+def traj():
+    return figures._visible_trajectories()              # the figures' own (cached) run
+
+
+@pytest.fixture(scope="module")
+def slice_result():
+    return experiments.drift_over_slice("visible", rules=("naive", "project", "freeze", "span"))
+
+
+@pytest.fixture(scope="module")
+def order_result():
+    return experiments.optimizer_order("visible")
+
+
+def test_phase2_plot_functions_return_figures_with_their_axes(
+        plots, changes, drift_results, traj, slice_result, order_result):
+    kernels = [experiments.tangent_kernel("seed"), experiments.tangent_kernel("visible")]
+    expected = [
+        (plots.network_fixes(changes), 4 + 1),                  # a panel per fix, a colour bar
+        (plots.tangent_kernel(kernels), 2 * 4 + 2),             # 2 setups x 4 panels, 2 bars
+        (plots.drift_vs_lr(drift_results), 2),
+        (plots.trajectories(traj), 5),                          # 2 broken axes (2 each), gain
+        (plots.pareto(traj), 4),                                # 2 broken axes (2 each)
+        (plots.heldout_drift(slice_result), 4 + 1),
+        (plots.optimizer_order(order_result), 3),
+    ]
+    for fig, n_axes in expected:
+        assert type(fig).__name__ == "Figure" and len(fig.axes) == n_axes
+        assert fig.get_suptitle()                               # every figure states its takeaway
+
+
+def test_phase2_plot_functions_draw_into_given_axes(plots, traj, order_result):
+    from matplotlib.figure import Figure
+    fig = Figure()
+    assert plots.optimizer_order(order_result, axes=fig.subplots(1, 3)) is fig
+    assert plots.pareto(traj, axes=Figure().subplots(1, 4)).axes
+    with pytest.raises(ValueError, match="axes: expected 5"):
+        plots.trajectories(traj, axes=fig.subplots(1, 2))
+
+
+def test_network_fixes_what_each_fix_moves(changes):
+    naive, masked, freeze, proj = (changes[r]["delta"]
+                                   for r in ("naive", "masked", "freeze", "project"))
+    for key in naive:                                           # "= naive, bit for bit"
+        assert np.array_equal(naive[key], masked[key])
+    assert np.all(naive["W1"] > 0) and np.all(naive["b1"] > 0)  # the shared layer moves
+    assert np.all(naive["W2"][:, 0] == 0) and naive["b2"][0] == 0   # out1's own weights do not
+    assert np.all(freeze["W1"] == 0) and np.all(freeze["b1"] == 0)  # "only out2's weights move"
+    assert np.all(freeze["W2"][:, 0] == 0) and freeze["b2"][0] == 0
+    assert np.all(freeze["W2"][:, 1] > 0) and freeze["b2"][1] > 0
+    assert np.all(proj["W2"][:, 0] > 0) and proj["b2"][0] > 0   # out1's weights move to cancel
+    assert changes["freeze"]["drift_batch"] == 0.0
+    assert 0 < changes["project"]["drift_batch"] < 0.1 * changes["naive"]["drift_batch"]
+    assert changes["naive"]["drift_batch"] == changes["masked"]["drift_batch"] > 0
+
+
+def test_tangent_kernel_output_layer_share_is_exactly_zero_on_both_setups():
+    for setup in ("seed", "visible"):
+        res = experiments.tangent_kernel(setup)
+        shares = res["shares"]
+        L = max(l for l in shares if l != "total")
+        assert np.all(shares[L] == 0.0)
+        assert all(res["norms"][l] > 0 for l in range(1, L))
+        np.testing.assert_allclose(sum(shares[l] for l in range(1, L)), shares["total"],
+                                   rtol=0, atol=1e-14 * np.max(np.abs(shares["total"])))
+
+
+def test_drift_vs_lr_slopes_zeros_and_round_off(plots, drift_results):
+    small = np.asarray(figures.DRIFT_LRS) <= 1e-3
+    for res in drift_results:
+        lrs = res["lrs"]
+        # written "1.00" and "2.00" in the figure and the README
+        slope = lambda rule: experiments.loglog_slope(lrs[small], res[rule]["drift_batch"][small])
+        assert abs(slope("naive") - 1) < 0.005 and abs(slope("project") - 2) < 0.005
+        assert np.all(res["freeze"]["drift_batch"] == 0.0)                # "exactly (0.0)"
+        assert np.max(res["span"]["drift_batch"]) <= 1e-12                # "to round-off"
+        assert np.max(res["project+restore"]["drift_batch"]) <= 1e-12
+        for rule in ("masked", "penalty"):                                # drawn as "= naive"
+            assert np.array_equal(res[rule]["drift_batch"], res["naive"]["drift_batch"])
+    fig = plots.drift_vs_lr(drift_results)
+    freeze = [l for l in fig.axes[0].get_lines() if l.get_label().startswith("freeze")]
+    assert len(freeze) == 1 and np.all(freeze[0].get_ydata() == ZERO_FLOOR)   # the "0" row
+
+
+def test_trajectories_and_pareto_claims(traj):
+    assert len(traj["steps"]) == figures.STEPS + 1 == 201 and traj["lr"] == 0.01
+    end = {rule: {k: v[-1] for k, v in traj[rule].items()} for rule in experiments.DIRECTIONS}
+    assert np.all(traj["freeze"]["drift_batch"] == 0.0)
+    assert np.all(traj["freeze"]["drift_unseen"] == 0.0)
+    assert np.max(traj["project+restore"]["drift_batch"]) <= 1e-12         # "on the batch"
+    assert end["project+restore"]["drift_unseen"] > end["naive"]["drift_unseen"]   # "even more"
+    assert end["penalty"]["drift_batch"] < 0.5 * end["naive"]["drift_batch"]       # "pulls back"
+    assert end["penalty"]["drift_batch"] > 0.1                                     # "only"
+    for key in ("drift_batch", "drift_unseen", "gain"):
+        assert np.array_equal(traj["masked"][key], traj["naive"][key])
+    # pareto.png: "freezing ... with half the gain", "projection + restore keeps the gain"
+    assert 0.4 < end["freeze"]["gain"] / end["naive"]["gain"] < 0.5
+    assert end["project+restore"]["gain"] > 0.95 * end["naive"]["gain"]
+    assert end["project+restore"]["drift_unseen"] == max(e["drift_unseen"] for e in end.values())
+
+
+def test_heldout_drift_claims(slice_result):
+    r = slice_result
+    assert r["steps"] == 1 and r["lr"] == 0.01 and r["project"].shape == (41, 41)
+    assert np.all(r["freeze"] == 0.0)                                      # "exactly"
+    assert r["span"].max() <= 1e-12 and np.any(r["span"] == 0.0)           # "up to round-off"
+    assert r["project"].min() > 1e-3                                       # "moves it everywhere"
+    _, X, _ = experiments.SETUPS["visible"]()
+    assert np.array_equal(r["batch"], X[:, :2])
+    assert np.min(np.abs(X[:, 2] - 0.5)) > 0.01                            # no batch point on it
+
+
+def test_optimizer_order_claims(order_result):
+    r = order_result
+    wrong, right = (r[name] for name in experiments.OPTIMIZER_ORDERS)
+    assert abs(experiments.loglog_slope(r["lrs"], wrong["one_step"], 1e-3) - 1) < 0.05
+    assert abs(experiments.loglog_slope(r["lrs"], right["one_step"], 1e-3) - 2) < 0.05
+    assert np.all(right["drift"][1:] < wrong["drift"][1:])
+    assert wrong["gain"][-1] > 0 and right["gain"][-1] > 0                  # "both learn"
+
+
+def test_drift_order_classifies():
+    lrs = np.logspace(-5, -3, 5)
+    assert experiments.drift_order(lrs, np.zeros(5)) == ("exactly 0", None)
+    assert experiments.drift_order(lrs, [0, 1e-16, 0, 2e-15, 0]) == ("round-off", None)
+    label, slope = experiments.drift_order(lrs, 3 * lrs ** 2)
+    assert label == "O(lr^2)" and slope == pytest.approx(2.0)
+    assert experiments.drift_order(lrs, 0.5 * lrs)[0] == "O(lr)"
+    with pytest.raises(ValueError, match="values"):
+        experiments.loglog_slope(lrs, [1, 0, 1, 1, 1])

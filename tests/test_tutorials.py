@@ -10,36 +10,81 @@ import runpy
 import subprocess
 import sys
 from contextlib import redirect_stdout
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import mlp_ref as mr
-from mlp_ref import tutorial
-from mlp_ref.setups import G_QUESTION, seed_setup
+from mlp_ref import experiments, fixes, jacobian, losses, tutorial
+from mlp_ref.setups import G_QUESTION, seed_setup, visible_setup
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIALS = sorted((ROOT / "tutorials").glob("[0-9][0-9]_*.py"))
 FRAMEWORKS = {"torch", "tensorflow", "jax", "keras", "functorch"}
 
 
+#: The most CPU time a tutorial may take, headless (each needs a second or two).
+TIME_LIMIT = 5.0
+
+
+def _env():
+    """Headless, and one BLAS thread: the tutorials' matrices are tiny, and when several
+    processes share two cores, OpenBLAS threads spinning on an 8 x 8 or 32 x 32 eigh can make
+    it ten times slower than one thread."""
+    return dict(os.environ, MPLBACKEND="Agg", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+                MKL_NUM_THREADS="1",
+                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+
+
 def run_script(path, *args):
-    env = dict(os.environ, MPLBACKEND="Agg",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     return subprocess.run([sys.executable, str(path), *args], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, env=env, timeout=60, cwd=ROOT)
+                          capture_output=True, text=True, env=_env(), timeout=60, cwd=ROOT)
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    cpu_seconds: float          # user + system time of the tutorial's process
 
 
 @pytest.fixture(scope="module")
-def outputs():
-    """Each tutorial run once, headless: name -> CompletedProcess."""
-    return {p.name: run_script(p) for p in TUTORIALS}
+def outputs(tmp_path_factory):
+    """Each tutorial run once, headless, all at the same time: name -> Run. Their CPU time,
+    unlike their wall time, does not depend on how many run at once."""
+    folder = tmp_path_factory.mktemp("tutorials")
+    started = {}
+    for p in TUTORIALS:
+        out, err = open(folder / f"{p.stem}.out", "w+"), open(folder / f"{p.stem}.err", "w+")
+        proc = subprocess.Popen([sys.executable, str(p)], stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=err, text=True, env=_env(), cwd=ROOT)
+        started[p.name] = (proc, out, err)
+    runs = {}
+    for name, (proc, out, err) in started.items():
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        texts = []
+        for f in (out, err):
+            f.seek(0)
+            texts.append(f.read())
+            f.close()
+        runs[name] = Run(proc.returncode, *texts, usage.ru_utime + usage.ru_stime)
+    return runs
 
 
 def test_there_are_tutorials():
     names = [p.name for p in TUTORIALS]
-    assert "01_forward_backward.py" in names and "07_from_numpy_to_frameworks.py" in names
+    assert names == ["01_forward_backward.py", "02_the_question.py", "03_masking.py",
+                     "04_layer_splitting.py", "05_projection.py", "06_side_by_side.py",
+                     "07_from_numpy_to_frameworks.py"]
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
+def test_tutorial_runs_in_seconds(path, outputs):
+    assert outputs[path.name].cpu_seconds < TIME_LIMIT
 
 
 @pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
@@ -249,3 +294,320 @@ def test_07_the_penalty_first_step_is_the_naive_step(seed):
     pen = net.backward(record, G_pen)
     for key in net.params:
         assert np.array_equal(pen.grads[key], back.grads[key])
+
+
+# -- 02_the_question -----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def setups():
+    return {"seed": seed_setup(), "visible": visible_setup()}
+
+
+def test_02_the_two_setups(setups):
+    seed, visible = setups["seed"][0], setups["visible"][0]
+    assert seed.sizes == [3, 4, 2] and seed.activations == ["sigmoid", "identity"]
+    assert visible.sizes == [3, 16, 16, 2] and visible.activations == ["tanh", "tanh", "identity"]
+    assert np.array_equal(setups["seed"][1], setups["visible"][1])      # "the same 8 samples"
+
+
+def test_02_a_naive_step_raises_out2_and_moves_out1(setups):
+    effect = {name: experiments.naive_step_effect(net, X, G_QUESTION, lr=experiments.LR[name])
+              for name, (net, X, _) in setups.items()}
+    seed, visible = effect["seed"]["delta"], effect["visible"]["delta"]
+    assert 1.45 < seed[:, 1].mean() < 1.55                       # "about 1.5"
+    assert 1e-4 < np.max(np.abs(seed[:, 0])) < 2.5e-4            # "at most about 2e-4"
+    assert np.all(seed[:, 0] != 0.0)                             # "not zero"
+    assert 1.3 < visible[:, 1].mean() < 1.5                      # "about 1.4"
+    assert 0.3 < np.max(np.abs(visible[:, 0])) < 0.5             # "up to about 0.4"
+    assert np.max(np.abs(visible[:, 0])) > 0.25 * visible[:, 1].mean()   # "more than a quarter"
+    assert experiments.LR == {"seed": 0.1, "visible": 0.01}
+
+
+def test_02_the_output_layer_carries_none_of_the_cross_talk(setups, outputs):
+    part = {}
+    for name, (net, X, _) in setups.items():
+        K = jacobian.tangent_kernel_by_layer(net, X, 0, 1)
+        assert np.all(K[net.depth] == 0.0), name                 # "exactly 0.0, in every entry"
+        part[name] = {l: K[l].sum() / K["total"].sum() for l in range(1, net.depth + 1)}
+    assert part["seed"][1] == pytest.approx(1.0, abs=1e-12)      # "all of it through the one"
+    assert 0.6 < part["visible"][1] < 0.72                       # "about two thirds"
+    assert 0.28 < part["visible"][2] < 0.4                       # "one third"
+    assert outputs["02_the_question.py"].stdout.count(
+        "output layer's share is exactly zero in every entry: True") == 2
+
+
+def test_02_first_order_drift_is_minus_lr_K12_G2_built_from_dense_jacobians(setups):
+    net, X, _ = setups["visible"]
+    res = experiments.first_order_drift("visible", lrs=[1e-5])
+    J = jacobian.dense_rows(net, X, keep=[0, 1])                 # rows (i, k), sample-major
+    J1, J2 = J[0::2], J[1::2]
+    predicted = -1e-5 * (J1 @ J2.T) @ np.full(len(X), -1.0)
+    np.testing.assert_allclose(res["predicted"][0], predicted, rtol=1e-12)
+
+
+def test_02_the_prediction_error_shrinks_in_proportion_to_lr():
+    seed, visible = (experiments.first_order_drift(name)["rel_error"]    # lr 1e-5, ..., 0.1
+                     for name in ("seed", "visible"))
+    np.testing.assert_allclose(seed[1:] / seed[:-1], 10.0, rtol=0.1)      # x10 per decade
+    np.testing.assert_allclose(visible[1:3] / visible[:2], 10.0, rtol=0.05)   # lr <= 1e-3
+    assert 2e-4 < visible[0] < 4e-4                              # "about 3e-4 at lr = 1e-5"
+    assert 0.3 < visible[3] < 0.5                                # "about 0.4 at lr 0.01"
+    assert seed[-1] < 1e-3                                       # "better than 1e-3 at lr 0.1"
+
+
+# -- 03_masking ---------------------------------------------------------------------------------
+def test_03_the_masked_loss_zeroes_out1s_column_and_keeps_out2s(setups):
+    net, X, Y = setups["seed"]
+    _, G = losses.mse(net(X), Y)
+    _, G_masked = losses.masked_mse(net(X), Y, experiments.MASK)
+    assert np.all(G_masked[:, 0] == 0.0) and np.array_equal(G_masked[:, 1], G[:, 1])
+    assert np.all(G[:, 0] != 0.0)
+    masked, naive = fixes.masked(net, X, G, experiments.MASK), fixes.naive(net, X, G)
+    assert not all(np.array_equal(masked[k], naive[k]) for k in naive)
+
+
+def test_03_with_the_questions_G_the_mask_is_the_naive_step_bit_for_bit(setups, outputs):
+    for net, X, _ in setups.values():
+        naive = fixes.naive(net, X, G_QUESTION)
+        masked = fixes.masked(net, X, G_QUESTION, experiments.MASK)
+        assert all(np.array_equal(naive[k], masked[k]) for k in naive)
+    out = outputs["03_masking.py"].stdout
+    assert out.count("masked == naive on every parameter: True") == 2
+    assert out.count("masked == naive on every parameter: False") == 1
+
+
+def test_03_the_replay_verdict():
+    rows = {r["op"]: r for r in experiments.replay_answer()}
+    assert np.array_equal(rows["train_op2"]["hidden"], rows["initial"]["hidden"])
+    assert np.all(rows["train_op2"]["d_out1"] == 0.0)
+    unrun = rows["mask, all variables"]
+    assert not np.array_equal(unrun["hidden"], rows["initial"]["hidden"])
+    assert 1.5e-5 < np.max(np.abs(unrun["d_out1"])) < 3e-5        # "about 2e-5"
+
+
+def test_03_a_mask_makes_the_gradient_blind_to_missing_labels(setups):
+    net, X, Y = setups["seed"]
+    out = net(X)
+    missing = np.ones_like(Y)
+    missing[[2, 5], 0] = 0.0
+    filled = []
+    for value in (0.0, 1000.0):
+        y = Y.copy()
+        y[[2, 5], 0] = value
+        filled.append((y, *losses.masked_mse(out, y, missing)))
+    (_, l0, G0), (y_junk, l1, G1) = filled
+    g0, g1 = net.gradient(X, G0), net.gradient(X, G1)
+    assert all(np.array_equal(g0[k], g1[k]) for k in g0)         # bit for bit
+    assert l1 - l0 == pytest.approx(2 * 1000.0 ** 2 / Y.size)    # a constant apart
+    norm = lambda g: np.sqrt(sum(np.sum(v ** 2) for v in g.values()))
+    assert norm(net.gradient(X, losses.mse(out, y_junk)[1])) > 100 * norm(g0)   # "dominate"
+    change = np.abs(net.copy().step(g0, 0.1)(X)[[2, 5], 0] - out[[2, 5], 0])
+    assert np.all((0.15 < change) & (change < 0.25))              # "by about 0.2"
+
+
+# -- 04_layer_splitting ---------------------------------------------------------------------------
+PROBE = mr.data.probe_inputs()
+
+
+def _held(model, stepped, X):
+    return (np.array_equal(stepped(X)[:, 0], model(X)[:, 0])
+            and np.array_equal(stepped(PROBE)[:, 0], model(PROBE)[:, 0]))
+
+
+def test_04_freezing_holds_out1_bit_for_bit_at_every_lr(setups, outputs):
+    for net, X, _ in setups.values():
+        D = fixes.freeze(net, X, G_QUESTION)
+        for lr in (1e-3, 1e-2, 1e-1, 1.0, 10.0):
+            stepped = net.copy().step(D, lr)
+            assert _held(net, stepped, X), lr
+            assert np.mean(stepped(X)[:, 1] - net(X)[:, 1]) > 0
+    lines = [l for l in outputs["04_layer_splitting.py"].stdout.splitlines()
+             if "out1 identical on batch and unseen inputs" in l]
+    assert len(lines) == 10 and all("inputs: True" in l for l in lines)
+
+
+def test_04_var_list_alone_moves_out1_when_G_has_an_out1_column(setups):
+    net, X, Y = setups["seed"]
+    _, G = losses.mse(net(X), Y)
+    stepped = net.copy().step(fixes.freeze(net, X, G, trainable=["W2", "b2"]), 0.1)
+    assert np.max(np.abs(stepped(X)[:, 0] - net(X)[:, 0])) > 0.1
+
+
+def test_04_heads_and_towers_hold_out1_even_for_the_mse(setups):
+    net, X, Y = setups["seed"]
+    _, G = losses.mse(net(X), Y)
+    heads = mr.SplitHeads.from_mlp(net)
+    assert np.array_equal(heads(PROBE), net(PROBE))
+    grads = heads.gradient(X, G)
+    only = lambda keys: {k: (g if k in keys else np.zeros_like(g)) for k, g in grads.items()}
+    assert _held(heads, heads.copy().step(only(heads.head_keys(1)), 0.1), X)
+    assert not _held(heads, heads.copy().step(only(heads.head_keys(1) + heads.trunk_keys), 0.1), X)
+    towers = mr.TwoTower.from_mlp(net)
+    assert np.max(np.abs(towers(PROBE) - net(PROBE))) < 1e-15
+    grads = towers.gradient(X, G)
+    D = {k: (g if k in towers.tower_keys(1) else np.zeros_like(g)) for k, g in grads.items()}
+    assert _held(towers, towers.copy().step(D, 0.1), X)
+    assert (towers.n_params, net.n_params) == (42, 26)
+    assert (mr.TwoTower.from_mlp(setups["visible"][0]).n_params, setups["visible"][0].n_params) \
+        == (706, 370)
+
+
+@pytest.fixture(scope="module")
+def capacity():
+    return experiments.out2_capacity()
+
+
+def test_04_what_out2_can_still_learn(capacity, outputs):
+    c = capacity
+    assert len(c["steps"]) == 201 and c["n"] == 32 and c["target"] == "x1 x2 - x3"
+    assert np.array_equal(c["heads"]["mse"], c["freeze"]["mse"])
+    assert c["freeze"]["n_moved"] == c["heads"]["n_moved"] == 17
+    assert 5.0 < c["freeze"]["mse"][-1] / c["naive"]["mse"][-1] < 7.5   # "about 6 times"
+    np.testing.assert_allclose(c["towers"]["mse"], c["naive"]["mse"], rtol=1e-9)
+    assert 1.8 < c["towers"]["n_params"] / c["naive"]["n_params"] < 2.0  # "almost twice"
+    r = c["project+restore"]
+    assert c["towers"]["mse"][-1] < r["mse"][-1] < c["freeze"]["mse"][-1]   # "in between"
+    assert r["drift_batch"] <= 1e-12 and r["drift_unseen"] > 1e-3
+    for name in ("freeze", "heads", "towers"):
+        assert c[name]["drift_batch"] == c[name]["drift_unseen"] == 0.0
+    assert experiments.format_capacity(c) in outputs["04_layer_splitting.py"].stdout
+
+
+# -- 05_projection --------------------------------------------------------------------------------
+LRS_05 = np.logspace(-5, -3, 5)
+
+
+def test_05_the_projected_direction(setups):
+    net, X, _ = setups["visible"]
+    g, D = fixes.naive(net, X, G_QUESTION), fixes.project(net, X, G_QUESTION)
+    J1 = jacobian.OutputJacobian(net, X, keep=[0])
+    assert 45 < np.max(np.abs(J1.matvec(g))) < 53                # "about 49"
+    assert np.max(np.abs(J1.matvec(D))) < 1e-13
+    fg, fD = jacobian.flatten(g), jacobian.flatten(D)
+    assert abs(fD @ (fg - fD)) < 1e-12 * np.linalg.norm(fD) * np.linalg.norm(fg - fD)
+    assert 0.82 < np.linalg.norm(fD) / np.linalg.norm(fg) < 0.86  # "about 84%"
+
+
+@pytest.fixture(scope="module")
+def steps_05():
+    return {name: experiments.one_step(name, rules=["naive", "project"], lrs=LRS_05)
+            for name in ("seed", "visible")}
+
+
+def test_05_one_step_slopes_are_1_and_2_on_the_batch_and_1_off_it(steps_05, outputs):
+    out = outputs["05_projection.py"].stdout
+    for name, res in steps_05.items():
+        naive = experiments.loglog_slope(LRS_05, res["naive"]["drift_batch"])
+        proj = experiments.loglog_slope(LRS_05, res["project"]["drift_batch"])
+        unseen = experiments.loglog_slope(LRS_05, res["project"]["drift_unseen"])
+        assert abs(naive - 1.0) < 0.005 and abs(proj - 2.0) < 0.005      # printed "1.00", "2.00"
+        assert abs(unseen - 1.0) < 0.05
+        assert f"naive {naive:.2f}, project {proj:.2f}" == "naive 1.00, project 2.00"
+        assert f"fitted log-log slopes: naive {naive:.2f}, project {proj:.2f}" in out
+    v = steps_05["visible"]["project"]
+    assert 15 < v["drift_unseen"][-1] / v["drift_batch"][-1] < 25        # "about 20 times"
+
+
+def test_05_restoring_converges_quadratically_on_the_batch_only(setups):
+    net, X, _ = setups["visible"]
+    ref = net(X)[:, 0]
+    stepped = net.copy().step(fixes.project(net, X, G_QUESTION), 0.01)
+    report = fixes.restore(stepped, X, ref)
+    h = report.history
+    assert report.converged and report.iterations == 3 and h[-1] <= 1e-12
+    assert 1e-2 < h[0] < 3e-2                                            # "about 2e-2"
+    assert h[1] < 10 * h[0] ** 2 and h[2] < 10 * h[1] ** 2               # squares each step
+    unseen = np.max(np.abs(stepped(PROBE)[:, 0] - net(PROBE)[:, 0]))
+    assert 0.01 < unseen < 0.1                                           # "a few hundredths"
+
+
+def test_05_the_gram_trick_and_its_memory(setups):
+    net, X, _ = setups["seed"]
+    J = jacobian.OutputJacobian(net, X, keep=[0])
+    dense = J.dense()
+    assert dense.shape == (8, 26)
+    assert np.max(np.abs(J.gram() - dense @ dense.T)) < 1e-14 * np.max(np.abs(J.gram()))
+    big = mr.MLP([784, 512, 512, 10], hidden="relu", init_std=0.05, seed=0)
+    J_big = jacobian.OutputJacobian(big, np.random.default_rng(0).random((256, 784)), keep=[0])
+    n, P = J_big.shape
+    factors = (sum(a.size for a in J_big.inputs.values())
+               + sum(s.size for s in J_big.signals.values()) + n * n)
+    assert (n, P) == (256, 669_706) and n * P == 171_444_736             # "171 million"
+    assert 784 + 512 + 512 + 512 + 512 + 10 == 2842
+    assert factors == n * 2842 + n ** 2 == 793_088                       # "0.79 million"
+    assert round(8 * n * P / 1e9, 1) == 1.4 and round(8 * factors / 1e6, 1) == 6.3
+    assert n * P / factors > 200
+
+
+# -- 06_side_by_side ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def table():
+    return {(r["setup"], r["rule"]): r for r in experiments.question_table()}
+
+
+def test_06_reading_the_table(table):
+    for setup in ("seed", "visible"):
+        row = lambda rule: table[(setup, rule)]
+        assert {k: v for k, v in row("masked").items() if k != "rule"} == \
+            {k: v for k, v in row("naive").items() if k != "rule"}
+        for rule in ("freeze", "span"):
+            for key in ("drift_batch_1", "drift_unseen_1", "drift_batch_n", "drift_unseen_n"):
+                assert row(rule)[key] <= 1e-12
+            assert row(rule)["gain_n"] < 0.5 * row("naive")["gain_n"]
+        assert row("project")["drift_batch_1"] < 0.1 * row("naive")["drift_batch_1"]
+        assert row("project")["gain_1"] > 0.5 * row("naive")["gain_1"]      # "most of the gain"
+        assert row("project+restore")["drift_batch_n"] <= 1e-12
+
+
+def test_06_the_batch_is_not_the_world(table):
+    v = lambda rule: table[("visible", rule)]
+    assert v("project+restore")["drift_batch_n"] <= 1e-12
+    assert v("project+restore")["drift_unseen_n"] > v("naive")["drift_unseen_n"]
+    assert v("freeze")["drift_unseen_n"] == 0.0 and v("span")["drift_unseen_n"] <= 1e-12
+
+
+def test_06_the_penalty(table, setups):
+    for setup in ("seed", "visible"):
+        naive, pen = table[(setup, "naive")], table[(setup, "penalty")]
+        for key in ("gain_1", "drift_batch_1", "drift_unseen_1"):
+            assert pen[key] == naive[key]                                # "in every digit"
+    assert 0.6 < table[("visible", "penalty")]["drift_batch_n"] < 0.8    # "about 0.7"
+    assert 1.8 < table[("visible", "naive")]["drift_batch_n"] < 2.0      # "naive's 1.9"
+    lam_max = {}
+    for name, (net, X, _) in setups.items():
+        lam_max[name] = np.linalg.eigvalsh(jacobian.OutputJacobian(net, X, [0]).gram())[-1]
+        lr = experiments.LR[name]
+        assert lr * 0.5 * lam_max[name] < 2 < lr * 3.0 * lam_max[name]
+    assert 13 < lam_max["seed"] < 17 and 150 < lam_max["visible"] < 190  # "about 15", "170"
+    assert experiments.PENALTY_LAM == 0.5
+    t = experiments.trajectories("visible", rules=["p"], steps=20,
+                                 directions={"p": experiments.penalty_rule(3.0)})["p"]
+    assert t["drift_batch"][20] > 1e3 * t["drift_batch"][1]               # "runs away"
+
+
+def test_06_optimizer_order():
+    res = experiments.optimizer_order("visible")
+    wrong, right = (res[name] for name in experiments.OPTIMIZER_ORDERS)
+    assert abs(experiments.loglog_slope(res["lrs"], wrong["one_step"], 1e-3) - 1) < 0.1
+    assert abs(experiments.loglog_slope(res["lrs"], right["one_step"], 1e-3) - 2) < 0.1
+    assert len(res["steps"]) == 101 and res["lr"] == 1e-3
+    assert wrong["drift"][-1] > 100 * right["drift"][-1]                 # "more than 100 times"
+    assert wrong["gain"][-1] > 0 and right["gain"][-1] > 0
+
+
+def test_06_the_trade_off(table):
+    gain = lambda rule: table[("visible", rule)]["gain_n"] / table[("visible", "naive")]["gain_n"]
+    assert gain("freeze") < 0.5 and gain("project+restore") > 0.9 and gain("penalty") >= 0.99
+
+
+def test_06_the_measured_guarantees_are_the_designs(outputs):
+    measured = experiments.measured_guarantees()
+    expected = {"naive": ("O(lr)", "O(lr)"), "masked": ("O(lr)", "O(lr)"),
+                "freeze": ("exactly 0", "exactly 0"), "project": ("O(lr^2)", "O(lr)"),
+                "project+restore": ("round-off", "O(lr)"), "penalty": ("O(lr)", "O(lr)")}
+    for setup in ("seed", "visible"):
+        for rule, (batch, unseen) in expected.items():
+            got = measured[(setup, rule)]
+            assert (got["batch"][0], got["unseen"][0]) == (batch, unseen), (setup, rule)
+        span = measured[(setup, "span")]
+        assert {span["batch"][0], span["unseen"][0]} <= {"exactly 0", "round-off"}
+    assert experiments.format_guarantees(measured) in outputs["06_side_by_side.py"].stdout
