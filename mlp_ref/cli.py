@@ -30,7 +30,7 @@ def cmd_table(args):
           f"unseen = {N_PROBE} probe inputs from the same cube.\n")
     print(format_table(question_table(long_steps=args.steps)))
     print()
-    print(format_capacity(out2_capacity()))
+    print(format_capacity(out2_capacity(steps=args.steps)))
     return 0
 
 
@@ -46,9 +46,13 @@ def cmd_replay(args):
 
 def cmd_figures(args):
     """Regenerate every figure into --out (default: figures/)."""
-    from .figures import write_all
+    from .figures import FIGURES, write_all
 
-    write_all(args.out)
+    unknown = [name for name in args.only if name not in FIGURES]
+    if unknown:
+        print(f"--only: unknown figures {unknown}; known: {', '.join(FIGURES)}", file=sys.stderr)
+        return 2
+    write_all(args.out, names=args.only or None)
     return 0
 
 
@@ -67,13 +71,15 @@ def build_parser():
                     "every fix, measured.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("table", help=COMMANDS["table"][1])
-    p.add_argument("--steps", type=_positive, default=100, help="length of the long run (default 100)")
+    p.add_argument("--steps", type=_positive, default=100, help="steps of the long runs (default 100)")
     p = sub.add_parser("replay", help=COMMANDS["replay"][1])
     p.add_argument("--precision", type=int, default=4, help="digits printed (default 4)")
     p = sub.add_parser("stages", help=COMMANDS["stages"][1])
     p.add_argument("--precision", type=int, default=4, help="digits printed (default 4)")
     p = sub.add_parser("figures", help=COMMANDS["figures"][1])
     p.add_argument("--out", default="figures", help="output folder (default: figures)")
+    p.add_argument("--only", nargs="+", default=[], metavar="NAME",
+                   help="only these figures, e.g. --only pareto.png (default: all)")
     return parser
 
 
@@ -85,10 +91,10 @@ def _positive(text):
 
 
 def main(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:                      # no command: the question's table
-        args = parser.parse_args(["table", *(argv or [])])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        argv = ["table", *argv]                   # no command: the question's table
+    args = build_parser().parse_args(argv)
     return COMMANDS[args.command][0](args)
 
 

@@ -36,11 +36,17 @@ def test_stages_prints_every_stage_in_order_with_shapes(capsys):
 
 
 def test_figures_writes_into_out(tmp_path):
-    res = run("figures", "--out", str(tmp_path))
+    # every figure through the CLI is test_figures.py's job; here: --out and --only
+    res = run("figures", "--out", str(tmp_path), "--only", "seed_problem.png", "pareto.png")
     assert res.returncode == 0, res.stderr
-    pngs = sorted(p.name for p in tmp_path.iterdir())
-    assert pngs and all(p.endswith(".png") for p in pngs)
-    assert str(tmp_path) in res.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pareto.png", "seed_problem.png"]
+    assert str(tmp_path / "seed_problem.png") in res.stdout and "[2/2]" in res.stdout
+
+
+def test_figures_rejects_an_unknown_name(tmp_path):
+    res = run("figures", "--out", str(tmp_path), "--only", "nope.png")
+    assert res.returncode == 2 and "--only: unknown figures ['nope.png']" in res.stderr
+    assert not any(tmp_path.iterdir())
 
 
 def test_console_script_is_the_same_program():

@@ -105,12 +105,15 @@ def test_replay_losses_decrease_as_the_script_says(replay):
 
 
 def test_cli_table_is_the_default_and_prints_every_rule(capsys):
-    assert cli.main([]) == 0
+    assert cli.main(["--steps", "20"]) == 0             # no command: the table
     text = capsys.readouterr().out
     for rule in E.DIRECTIONS:
         assert f"seed     {rule}" in text and f"visible  {rule}" in text
         assert E.GUARANTEES[rule] in text
-    assert "after 100 steps" in text
+    assert "after 20 steps" in text and "20 steps, holding out1" in text
+    # the printed numbers are the experiment's
+    naive = next(r for r in E.question_table(long_steps=20) if r["rule"] == "naive")
+    assert f"{naive['drift_batch_n']:14.3e}" in text
     for variant in ("freeze", "heads", "towers", "project+restore"):
         assert f"\n{variant:16} " in text.split("Teaching out2")[1]
 
@@ -156,11 +159,6 @@ def test_adam_orders_over_many_steps():
     wrong, right = (res[name] for name in E.OPTIMIZER_ORDERS)
     assert right["drift"][-1] < 0.1 * wrong["drift"][-1]
     assert right["gain"][-1] > 0 and wrong["gain"][-1] > 0
-
-
-@pytest.fixture(scope="module")
-def capacity():
-    return E.out2_capacity(steps=100)
 
 
 def test_layer_splitting_holds_out1_exactly_and_costs_what_out2_can_learn(capacity):

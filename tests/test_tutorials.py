@@ -451,11 +451,6 @@ def test_04_heads_and_towers_hold_out1_even_for_the_mse(setups):
         == (706, 370)
 
 
-@pytest.fixture(scope="module")
-def capacity():
-    return experiments.out2_capacity()
-
-
 def test_04_what_out2_can_still_learn(capacity, outputs):
     c = capacity
     assert len(c["steps"]) == 201 and c["n"] == 32 and c["target"] == "x1 x2 - x3"
