@@ -220,9 +220,8 @@ def dense_bytes(net, n_rows, q=len(KEEP)):
 
 
 # -- the benchmark -------------------------------------------------------------------------
-def bench_dtype(dtype, sizes=SIZES, batch=BATCH, repeats=15, constraints=CONSTRAINTS,
-                dense_repeats=3, dense_limit=DENSE_LIMIT, log=print):
-    """Every measurement of the module docstring for one dtype; returns a JSON-ready dict."""
+def bench_costs(dtype, sizes=SIZES, batch=BATCH, repeats=15, log=print):
+    """Step, its matmuls, project, restore: times, faults and peak memory for one dtype."""
     name = np.dtype(dtype).name
     net, X, G = problem(sizes, batch, dtype)
     stepped = net.copy()                     # the step's own network, so ``net`` never changes
@@ -236,11 +235,15 @@ def bench_dtype(dtype, sizes=SIZES, batch=BATCH, repeats=15, constraints=CONSTRA
     def project():
         fixes.project(net, X, G, keep=KEEP)
 
+    def project_unrefined():
+        fixes.project(net, X, G, keep=KEEP, refine=0)
+
     def restore_iteration():                 # one Gauss-Newton step (and the forward pass that
         fixes.restore(moved, X, ref, keep=KEEP, tol=1e-300, max_iter=1)   # checks it); the cost
                                              # does not depend on how far off the constraint it is
 
-    calls = {"step": step, "products": products, "project": project, "restore": restore_iteration}
+    calls = {"step": step, "products": products, "project": project,
+             "project_refine0": project_unrefined, "restore": restore_iteration}
     t0 = time.perf_counter()
     timings = time_interleaved(calls, repeats)
     log(f"[{name}] step, products, project, restore: {repeats} rounds "
@@ -254,31 +257,38 @@ def bench_dtype(dtype, sizes=SIZES, batch=BATCH, repeats=15, constraints=CONSTRA
     out["restore_over_step"] = med["restore"] / med["step"]
     out["products_gflops"] = flops / med["products"] / 1e9
     out["project_peak_over_step"] = peaks["project"] / max(peaks["step"], 1)
+    return out
 
+
+def bench_sweep(dtype, sizes=SIZES, batch=BATCH, constraints=CONSTRAINTS, dense_repeats=3,
+                dense_limit=DENSE_LIMIT, repeats=15, log=print):
+    """``fixes.project`` against ``dense_project`` holding output 0 on the first n rows, for each
+    count n of ``constraint_counts``: a list of rows (dicts) with times, peaks and speed-up."""
+    name = np.dtype(dtype).name
+    net, X, G = problem(sizes, batch, dtype)
     sweep = []
     for n in constraint_counts(batch, constraints):
         keep_X = None if n == batch else X[:n]
         row = {"n": n, "dense_bytes_estimate": dense_bytes(net, n), "note": ""}
-        gram = {"gram": lambda: fixes.project(net, X, G, keep=KEEP, keep_X=keep_X)}
+        calls = {"gram": lambda: fixes.project(net, X, G, keep=KEEP, keep_X=keep_X)}
         fits = row["dense_bytes_estimate"] <= dense_limit
         if fits:
-            gram["dense"] = lambda: dense_project(net, X, G, keep=KEEP, keep_X=keep_X)
+            calls["dense"] = lambda: dense_project(net, X, G, keep=KEEP, keep_X=keep_X)
         else:
             row["note"] = (f"dense skipped: J alone needs {row['dense_bytes_estimate'] / 2**30:.1f} GiB "
                            f"> limit {dense_limit / 2**30:.1f} GiB")
         t0 = time.perf_counter()
-        t = time_interleaved(gram, dense_repeats if fits else repeats)
+        t = time_interleaved(calls, dense_repeats if fits else repeats)
         row["gram_s"] = t["gram"]["median_s"]
-        row["gram_peak_bytes"] = peak_bytes(gram["gram"])
+        row["gram_peak_bytes"] = peak_bytes(calls["gram"])
         row["dense_s"] = t["dense"]["median_s"] if fits else None
-        row["dense_peak_bytes"] = peak_bytes(gram["dense"]) if fits else None
+        row["dense_peak_bytes"] = peak_bytes(calls["dense"]) if fits else None
         row["speedup"] = row["dense_s"] / row["gram_s"] if fits else None
         sweep.append(row)
         log(f"[{name}] n = {n:4d} constraints: Gram {row['gram_s'] * 1e3:8.2f} ms, "
             + (f"dense {row['dense_s'] * 1e3:9.1f} ms" if fits else row["note"])
             + f"  ({time.perf_counter() - t0:.1f} s)")
-    out["sweep"] = sweep
-    return out
+    return sweep
 
 
 def constraint_counts(batch, constraints=CONSTRAINTS):
@@ -288,15 +298,23 @@ def constraint_counts(batch, constraints=CONSTRAINTS):
 
 def run(sizes=SIZES, batch=BATCH, repeats=15, dtypes=("float64", "float32"),
         constraints=CONSTRAINTS, dense_repeats=3, dense_limit=DENSE_LIMIT, log=print):
-    """The whole benchmark: the machine, then ``bench_dtype`` for every dtype."""
+    """The whole benchmark: the machine, then ``bench_costs`` for every dtype, then the sweeps.
+
+    The dense sweeps come last on purpose: after a process has freed very large arrays, the
+    C allocator keeps more memory between calls, and the steps timed after that would see fewer
+    page faults than a training loop does.
+    """
     machine = machine_info()
     machine["page_fault_s"] = page_fault_cost()
+    results = [bench_costs(np.dtype(d), sizes, batch, repeats, log) for d in dtypes]
+    for r in results:
+        r["sweep"] = bench_sweep(np.dtype(r["dtype"]), sizes, batch, constraints, dense_repeats,
+                                 dense_limit, repeats, log)
     return {"machine": machine,
             "config": {"sizes": list(sizes), "batch": batch, "repeats": repeats,
                        "dense_repeats": dense_repeats, "keep": KEEP, "lr": LR,
                        "constraints": list(constraints), "dense_limit_bytes": dense_limit},
-            "results": [bench_dtype(np.dtype(d), sizes, batch, repeats, constraints,
-                                    dense_repeats, dense_limit, log) for d in dtypes]}
+            "results": results}
 
 
 # -- reporting -----------------------------------------------------------------------------
@@ -326,6 +344,7 @@ def format_table(results):
         labels = {"step": "step (gradient + update)",
                   "products": "  its matmuls alone (floor)",
                   "project": f"project (keep 0, n = {r['batch']})",
+                  "project_refine0": "  the same, refine=0",
                   "restore": "restore, one iteration"}
         for key, label in labels.items():
             lines.append(f"{label:<28}{_ms(t[key]['median_s']):>10}{_ms(t[key]['min_s']):>9}"

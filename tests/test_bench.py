@@ -26,8 +26,8 @@ def test_bench_command_prints_the_machine_and_the_table(capsys, tmp_path):
     for column in ("measurement", "median ms", "min ms", "x step", "faults", "peak MiB",
                    "constraints n", "Gram ms", "dense ms", "speed-up", "Gram MiB", "dense MiB"):
         assert column in out
-    for row in ("step (gradient + update)", "its matmuls alone (floor)",
-                "project (keep 0, n = 8)", "restore, one iteration", "step / its matmuls = "):
+    for row in ("step (gradient + update)", "its matmuls alone (floor)", "project (keep 0, n = 8)",
+                "the same, refine=0", "restore, one iteration", "step / its matmuls = "):
         assert row in out
     assert "float64: sizes [5, 4, 3], batch 8" in out and "float32" not in out
     assert "[float64] step, products, project, restore" in err      # progress goes to stderr
@@ -48,7 +48,7 @@ def test_json_has_the_expected_keys(tiny_run):
     assert {"blas", "threads", "threads_source", "cpus", "numpy"} <= set(results["machine"])
     assert [r["dtype"] for r in results["results"]] == ["float64", "float32"]
     for r in results["results"]:
-        assert {"step", "products", "project", "restore"} == set(r["timings"])
+        assert {"step", "products", "project", "project_refine0", "restore"} == set(r["timings"])
         for t in r["timings"].values():
             assert t["median_s"] > 0 and len(t["times_s"]) == 2 and t["faults"] >= 0
         assert {"step", "project"} == set(r["peak_bytes"])
@@ -62,8 +62,9 @@ def test_json_has_the_expected_keys(tiny_run):
 
 
 def test_the_dense_projection_is_skipped_above_the_memory_limit():
-    r = bench.bench_dtype(np.float64, sizes=[5, 4, 3], batch=8, repeats=1, dense_repeats=1,
-                          dense_limit=100, log=lambda message: None)
+    r = bench.bench_costs(np.float64, sizes=[5, 4, 3], batch=8, repeats=1, log=lambda m: None)
+    r["sweep"] = bench.bench_sweep(np.float64, sizes=[5, 4, 3], batch=8, dense_repeats=1,
+                                   dense_limit=100, log=lambda message: None)
     row = r["sweep"][0]
     assert row["dense_s"] is None and row["speedup"] is None and "dense skipped" in row["note"]
     data = bench.projection_cost_data({"results": [r]})
