@@ -116,3 +116,15 @@ def test_projection_cost_plot_returns_a_wide_figure(tiny_run):
     assert len(axes) == 2 and all(ax.get_xscale() == "log" and ax.get_yscale() == "log"
                                   for ax in axes)
     assert fig._suptitle is not None and fig._suptitle.get_text()
+
+
+@pytest.mark.parametrize("keep_X_rows", [None, 40])
+def test_the_gram_projection_never_holds_n_times_P_numbers(keep_X_rows):
+    # a wide layer makes P large against n: J alone would be n P numbers, the Gram path holds
+    # O(n^2 + n width) (tracemalloc counts NumPy's buffers, so this is not a timing claim)
+    net, X, G = bench.problem([60, 200, 200, 3], 80)
+    keep_X = None if keep_X_rows is None else X[:keep_X_rows]
+    n = X.shape[0] if keep_X is None else keep_X_rows
+    peak = bench.peak_bytes(lambda: fixes.project(net, X, G, keep=[0], keep_X=keep_X))
+    assert peak < 0.5 * bench.dense_bytes(net, n)
+    assert bench.peak_bytes(lambda: bench.dense_project(net, X, G, keep_X=keep_X)) > bench.dense_bytes(net, n)
