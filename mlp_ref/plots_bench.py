@@ -65,7 +65,7 @@ def projection_cost(results, ax=None, dtype="float64"):
         mem_ax.plot(n, d["dense_peak_bytes"] / mib, "s-", color=COLOURS["dense"],
                     label="dense J, then solve")
         mem_ax.plot(n, d["dense_bytes_estimate"] / mib, ":", color=COLOURS["dense"],
-                    label="J alone: n P bytes/number")
+                    label="J alone (n P numbers)")
         mem_ax.plot(n, d["gram_peak_bytes"] / mib, "o-", color=COLOURS["gram"],
                     label="Gram (fixes.project)")
         mem_ax.set_ylabel("peak memory (MiB, tracemalloc)")
