@@ -7,6 +7,7 @@ a batch of 256), in float64 and float32:
     products    the same step's matrix products alone, inputs and outputs preallocated:
                 the floor no NumPy code can beat, since a step is at least its matmuls
     project     fixes.project holding output 0 on all rows, as a multiple of the step
+                (and with refine=0: what the refinement pass costs)
     restore     one Gauss-Newton iteration of fixes.restore
     dense       the same projection through a dense Jacobian J (n rows x P columns) and a dense
                 solve, for n = 16 .. 256 constraints: what the Gram trick saves, in time and memory
@@ -16,7 +17,10 @@ median reported. Functions compared with each other are run *interleaved* (one c
 round) so that a burst of load from another process slows them all alike and their ratio stays
 honest. Peak memory: ``tracemalloc`` in a separate run (NumPy reports its array buffers to
 tracemalloc; BLAS's own work space is not seen). Faults: the minor page faults per call
-(``getrusage``), the cost of memory the allocator took fresh from the operating system.
+(``getrusage``), the cost of memory the allocator took fresh from the operating system. Where
+first touches are slow (a virtual machine: ~3 us a page), they are most of what a step costs
+above its matmuls: glibc hands the step's ~13 MiB of records and gradients back to the system
+after every call, and the next call faults them in again.
 
 Results are plain dicts and lists (``run``), JSON-ready (``--json PATH``); the table is ``format_table``;
 ``projection_cost_data`` extracts the arrays of the projection-cost figure (``plots_bench``).
