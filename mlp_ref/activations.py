@@ -35,9 +35,7 @@ def sigmoid(z):
 
 def sigmoid_grad(z, a):
     """sigma'(z) = sigma(z) (1 - sigma(z)) = a (1 - a)."""
-    out = 1.0 - a
-    out *= a                 # in place: one new array instead of two (a large batch pays per array)
-    return out
+    return a * (1.0 - a)
 
 
 def tanh(z):
@@ -47,9 +45,7 @@ def tanh(z):
 
 def tanh_grad(z, a):
     """tanh'(z) = 1 - tanh(z)^2 = 1 - a^2."""
-    out = a * a
-    np.subtract(1.0, out, out=out)   # in place: one new array instead of two
-    return out
+    return 1.0 - a * a
 
 
 def relu(z):

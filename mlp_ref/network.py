@@ -187,8 +187,7 @@ class MLP:
     def _layers(self, a, start=1):
         """Run layers start .. L from their input a = a_{start-1}; yield (l, z_l, a_l)."""
         for l in range(start, self.depth + 1):
-            z = a @ self.params[f"W{l}"]
-            z += self.params[f"b{l}"]        # in place: `a @ W + b` would allocate z twice
+            z = a @ self.params[f"W{l}"] + self.params[f"b{l}"]
             a = self._acts[l - 1].f(z)
             yield l, z, a
 
@@ -252,11 +251,7 @@ class MLP:
         da = stages["dout"]
         for l in range(self.depth, 0, -1):
             act = self._acts[l - 1]
-            if act.name == "identity":
-                dz = da
-            else:                                 # dz = da * f'(z), multiplied in place into
-                dz = act.df(record.z[l], record.a[l])     # the fresh f'(z): no third array
-                dz *= da
+            dz = da if act.name == "identity" else da * act.df(record.z[l], record.a[l])
             stages[f"dz{l}"] = dz
             if param_grads:
                 stages[f"dW{l}"] = record.a[l - 1].T @ dz
