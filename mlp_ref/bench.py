@@ -15,7 +15,8 @@ a batch of 256), in float64 and float32:
 Timing: ``time.perf_counter`` around each call, after a warm-up call, ``repeats`` times, and the
 median reported. Functions compared with each other are run *interleaved* (one call of each per
 round) so that a burst of load from another process slows them all alike and their ratio stays
-honest. Peak memory: ``tracemalloc`` in a separate run (NumPy reports its array buffers to
+honest; each group (the step and its matmuls; the fixes; each sweep row) runs in a fresh Python
+process, so that what one group leaves in the C allocator cannot change the next (``_call``). Peak memory: ``tracemalloc`` in a separate run (NumPy reports its array buffers to
 tracemalloc; BLAS's own work space is not seen). Faults: the minor page faults per call
 (``getrusage``), the cost of memory the allocator took fresh from the operating system. Where
 first touches are slow (a virtual machine: ~3 us a page), they are most of what a step costs
@@ -224,17 +225,25 @@ def dense_bytes(net, n_rows, q=len(KEEP)):
 
 
 # -- the benchmark -------------------------------------------------------------------------
-def bench_costs(dtype, sizes=SIZES, batch=BATCH, repeats=15, log=print):
-    """Step, its matmuls, project, restore: times, faults and peak memory for one dtype."""
-    name = np.dtype(dtype).name
+def time_steps(dtype, sizes=SIZES, batch=BATCH, repeats=15):
+    """The plain training step and its matmuls, interleaved, and the step's peak memory."""
     net, X, G = problem(sizes, batch, dtype)
-    stepped = net.copy()                     # the step's own network, so ``net`` never changes
     products, flops = step_products(net, X, G)
-    ref = net(X)[:, KEEP]
-    moved = net.copy().step(fixes.project(net, X, G, keep=KEEP), LR)    # off the constraint
 
     def step():
-        stepped.step(stepped.gradient(X, G), LR)
+        net.step(net.gradient(X, G), LR)
+
+    return {"n_params": net.n_params, "products_flops": flops,
+            "timings": time_interleaved({"step": step, "products": products}, repeats),
+            "peak_bytes": {"step": peak_bytes(step)}}
+
+
+def time_fixes(dtype, sizes=SIZES, batch=BATCH, repeats=15):
+    """``fixes.project`` (refine=1, the default, and refine=0) holding output 0 on every row, and
+    one ``fixes.restore`` iteration, interleaved; the projection's peak memory."""
+    net, X, G = problem(sizes, batch, dtype)
+    ref = net(X)[:, KEEP]
+    moved = net.copy().step(fixes.project(net, X, G, keep=KEEP), LR)    # off the constraint
 
     def project():
         fixes.project(net, X, G, keep=KEEP)
@@ -246,53 +255,91 @@ def bench_costs(dtype, sizes=SIZES, batch=BATCH, repeats=15, log=print):
         fixes.restore(moved, X, ref, keep=KEEP, tol=1e-300, max_iter=1)   # checks it); the cost
                                              # does not depend on how far off the constraint it is
 
-    calls = {"step": step, "products": products, "project": project,
-             "project_refine0": project_unrefined, "restore": restore_iteration}
+    calls = {"project": project, "project_refine0": project_unrefined,
+             "restore": restore_iteration}
+    return {"timings": time_interleaved(calls, repeats),
+            "peak_bytes": {"project": peak_bytes(project)}}
+
+
+def time_sweep_row(dtype, sizes=SIZES, batch=BATCH, n=BATCH, repeats=15, dense_repeats=3,
+                   dense_limit=DENSE_LIMIT):
+    """``fixes.project`` against ``dense_project``, holding output 0 on the first n rows of X:
+    times (medians), peaks and speed-up. The dense way is skipped above ``dense_limit`` bytes."""
+    net, X, G = problem(sizes, batch, dtype)
+    keep_X = None if n == batch else X[:n]
+    row = {"n": n, "dense_bytes_estimate": dense_bytes(net, n), "note": ""}
+
+    def gram():
+        fixes.project(net, X, G, keep=KEEP, keep_X=keep_X)
+
+    def dense():
+        dense_project(net, X, G, keep=KEEP, keep_X=keep_X)
+
+    fits = row["dense_bytes_estimate"] <= dense_limit
+    row["gram_s"] = time_interleaved({"gram": gram}, repeats)["gram"]["median_s"]
+    row["gram_peak_bytes"] = peak_bytes(gram)
+    if fits:                                 # the dense way takes seconds: fewer calls
+        row["dense_s"] = time_interleaved({"dense": dense}, dense_repeats)["dense"]["median_s"]
+        row["dense_peak_bytes"] = peak_bytes(dense)
+        row["speedup"] = row["dense_s"] / row["gram_s"]
+    else:
+        row["dense_s"] = row["dense_peak_bytes"] = row["speedup"] = None
+        row["note"] = (f"dense skipped: J alone needs {row['dense_bytes_estimate'] / 2**30:.1f} GiB "
+                       f"> limit {dense_limit / 2**30:.1f} GiB")
+    return row
+
+
+def _call(isolate, fn, *args):
+    """fn(*args), in a fresh Python process when ``isolate``.
+
+    Why: the C allocator remembers. After a call that freed large arrays, glibc keeps more
+    memory for the next calls, which then page-fault less (or, after other patterns, more).
+    Timed in one process, the plain step would pay or save faults depending on which fix ran
+    before it; in a process of its own it sees what a loop of plain steps sees.
+    """
+    if not isolate:
+        return fn(*args)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()
+
+
+def bench_dtype(dtype, sizes=SIZES, batch=BATCH, repeats=15, isolate=True, log=print):
+    """Step, its matmuls, project, restore for one dtype: timings, faults, peaks and ratios."""
+    name = np.dtype(dtype).name
     t0 = time.perf_counter()
-    timings = time_interleaved(calls, repeats)
-    log(f"[{name}] step, products, project, restore: {repeats} rounds "
+    steps = _call(isolate, time_steps, name, list(sizes), batch, repeats)
+    fix = _call(isolate, time_fixes, name, list(sizes), batch, repeats)
+    log(f"[{name}] step and its matmuls, project, restore: {repeats} calls each "
         f"({time.perf_counter() - t0:.1f} s)")
-    peaks = {"step": peak_bytes(step), "project": peak_bytes(project)}
-    out = {"dtype": name, "sizes": list(sizes), "batch": batch, "n_params": net.n_params,
-           "repeats": repeats, "products_flops": flops, "timings": timings, "peak_bytes": peaks}
+    timings = {**steps["timings"], **fix["timings"]}
+    peaks = {**steps["peak_bytes"], **fix["peak_bytes"]}
+    out = {"dtype": name, "sizes": list(sizes), "batch": batch, "n_params": steps["n_params"],
+           "repeats": repeats, "products_flops": steps["products_flops"], "timings": timings,
+           "peak_bytes": peaks}
     med = {k: v["median_s"] for k, v in timings.items()}
     out["step_over_products"] = med["step"] / med["products"]
     out["project_over_step"] = med["project"] / med["step"]
     out["restore_over_step"] = med["restore"] / med["step"]
-    out["products_gflops"] = flops / med["products"] / 1e9
+    out["products_gflops"] = steps["products_flops"] / med["products"] / 1e9
     out["project_peak_over_step"] = peaks["project"] / max(peaks["step"], 1)
     return out
 
 
 def bench_sweep(dtype, sizes=SIZES, batch=BATCH, constraints=CONSTRAINTS, dense_repeats=3,
-                dense_limit=DENSE_LIMIT, repeats=15, log=print):
-    """``fixes.project`` against ``dense_project`` holding output 0 on the first n rows, for each
-    count n of ``constraint_counts``: a list of rows (dicts) with times, peaks and speed-up."""
+                dense_limit=DENSE_LIMIT, repeats=15, isolate=True, log=print):
+    """``time_sweep_row`` for each count n of ``constraint_counts``: a list of rows."""
     name = np.dtype(dtype).name
-    net, X, G = problem(sizes, batch, dtype)
     sweep = []
     for n in constraint_counts(batch, constraints):
-        keep_X = None if n == batch else X[:n]
-        row = {"n": n, "dense_bytes_estimate": dense_bytes(net, n), "note": ""}
-        calls = {"gram": lambda: fixes.project(net, X, G, keep=KEEP, keep_X=keep_X)}
-        fits = row["dense_bytes_estimate"] <= dense_limit
-        if fits:
-            calls["dense"] = lambda: dense_project(net, X, G, keep=KEEP, keep_X=keep_X)
-        else:
-            row["note"] = (f"dense skipped: J alone needs {row['dense_bytes_estimate'] / 2**30:.1f} GiB "
-                           f"> limit {dense_limit / 2**30:.1f} GiB")
-        t0 = time.perf_counter()            # the Gram way is cheap: as many calls as the costs
-        t = time_interleaved({"gram": calls["gram"]}, repeats)
-        if fits:                             # the dense way takes seconds: fewer calls
-            t.update(time_interleaved({"dense": calls["dense"]}, dense_repeats))
-        row["gram_s"] = t["gram"]["median_s"]
-        row["gram_peak_bytes"] = peak_bytes(calls["gram"])
-        row["dense_s"] = t["dense"]["median_s"] if fits else None
-        row["dense_peak_bytes"] = peak_bytes(calls["dense"]) if fits else None
-        row["speedup"] = row["dense_s"] / row["gram_s"] if fits else None
+        t0 = time.perf_counter()
+        row = _call(isolate, time_sweep_row, name, list(sizes), batch, n, repeats,
+                    dense_repeats, dense_limit)
         sweep.append(row)
         log(f"[{name}] n = {n:4d} constraints: Gram {row['gram_s'] * 1e3:8.2f} ms, "
-            + (f"dense {row['dense_s'] * 1e3:9.1f} ms" if fits else row["note"])
+            + (f"dense {row['dense_s'] * 1e3:9.1f} ms" if row["dense_s"] else row["note"])
             + f"  ({time.perf_counter() - t0:.1f} s)")
     return sweep
 
@@ -303,19 +350,21 @@ def constraint_counts(batch, constraints=CONSTRAINTS):
 
 
 def run(sizes=SIZES, batch=BATCH, repeats=15, dtypes=("float64", "float32"),
-        constraints=CONSTRAINTS, dense_repeats=3, dense_limit=DENSE_LIMIT, log=print):
-    """The whole benchmark: the machine, then ``bench_costs`` for every dtype, then the sweeps.
+        constraints=CONSTRAINTS, dense_repeats=3, dense_limit=DENSE_LIMIT, isolate=True,
+        log=print):
+    """The whole benchmark: the machine, then ``bench_dtype`` for every dtype, then the sweeps.
 
-    The dense sweeps come last on purpose: after a process has freed very large arrays, the
-    C allocator keeps more memory between calls, and the steps timed after that would see fewer
-    page faults than a training loop does.
+    isolate : run each group of measurements (the step and its matmuls; the fixes; each row of
+              the sweep) in a fresh Python process (see ``_call``). Without it, the dense sweeps
+              still come last, since freeing their huge arrays changes what the allocator does.
     """
     machine = machine_info()
     machine["page_fault_s"] = page_fault_cost()
-    results = [bench_costs(np.dtype(d), sizes, batch, repeats, log) for d in dtypes]
+    machine["isolated_processes"] = bool(isolate)
+    results = [bench_dtype(d, sizes, batch, repeats, isolate, log) for d in dtypes]
     for r in results:
-        r["sweep"] = bench_sweep(np.dtype(r["dtype"]), sizes, batch, constraints, dense_repeats,
-                                 dense_limit, repeats, log)
+        r["sweep"] = bench_sweep(r["dtype"], sizes, batch, constraints, dense_repeats,
+                                 dense_limit, repeats, isolate, log)
     return {"machine": machine,
             "config": {"sizes": list(sizes), "batch": batch, "repeats": repeats,
                        "dense_repeats": dense_repeats, "keep": KEEP, "lr": LR,
@@ -342,8 +391,9 @@ def format_table(results):
              f"{m['page_fault_s'] * 1e6:.2f} us"]
     for r in results["results"]:
         t, pk = r["timings"], r["peak_bytes"]
+        where = "each group in a fresh process" if m.get("isolated_processes") else "one process"
         lines += ["", f"{r['dtype']}: sizes {r['sizes']}, batch {r['batch']}, P = {r['n_params']}, "
-                      f"median of {r['repeats']} (interleaved)",
+                      f"median of {r['repeats']} calls, interleaved within a group ({where})",
                   f"{'measurement':<28}{'median ms':>10}{'min ms':>9}{'x step':>8}"
                   f"{'faults':>8}{'~fault ms':>10}{'peak MiB':>10}"]
         step = t["step"]["median_s"]

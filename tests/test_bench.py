@@ -14,7 +14,7 @@ TINY = ["bench", "--sizes", "5,4,3", "--batch", "8", "--repeats", "2", "--dense-
 def tiny_run(tmp_path_factory):
     path = tmp_path_factory.mktemp("bench") / "out" / "bench.json"
     return path, bench.run(sizes=[5, 4, 3], batch=8, repeats=2, dense_repeats=1,
-                           log=lambda message: None)
+                           isolate=False, log=lambda message: None)
 
 
 def test_bench_command_prints_the_machine_and_the_table(capsys, tmp_path):
@@ -30,8 +30,10 @@ def test_bench_command_prints_the_machine_and_the_table(capsys, tmp_path):
                 "the same, refine=0", "restore, one iteration", "step / its matmuls = "):
         assert row in out
     assert "float64: sizes [5, 4, 3], batch 8" in out and "float32" not in out
-    assert "[float64] step, products, project, restore" in err      # progress goes to stderr
-    assert json.loads(path.read_text())["results"][0]["dtype"] == "float64"
+    assert "[float64] step and its matmuls, project, restore" in err   # progress: stderr
+    assert "each group in a fresh process" in out                    # the command isolates
+    saved = json.loads(path.read_text())
+    assert saved["results"][0]["dtype"] == "float64" and saved["machine"]["isolated_processes"]
 
 
 def test_bench_is_registered_in_the_cli():
@@ -62,9 +64,10 @@ def test_json_has_the_expected_keys(tiny_run):
 
 
 def test_the_dense_projection_is_skipped_above_the_memory_limit():
-    r = bench.bench_costs(np.float64, sizes=[5, 4, 3], batch=8, repeats=1, log=lambda m: None)
+    r = bench.bench_dtype(np.float64, sizes=[5, 4, 3], batch=8, repeats=1, isolate=False,
+                          log=lambda message: None)
     r["sweep"] = bench.bench_sweep(np.float64, sizes=[5, 4, 3], batch=8, dense_repeats=1,
-                                   dense_limit=100, log=lambda message: None)
+                                   dense_limit=100, isolate=False, log=lambda message: None)
     row = r["sweep"][0]
     assert row["dense_s"] is None and row["speedup"] is None and "dense skipped" in row["note"]
     data = bench.projection_cost_data({"results": [r]})
