@@ -357,6 +357,8 @@ def run(sizes=SIZES, batch=BATCH, repeats=15, dtypes=("float64", "float32"),
     isolate : run each group of measurements (the step and its matmuls; the fixes; each row of
               the sweep) in a fresh Python process (see ``_call``). Without it, the dense sweeps
               still come last, since freeing their huge arrays changes what the allocator does.
+              From a script of your own, call ``run`` under ``if __name__ == "__main__":``, as
+              any code that starts processes must (``python -m mlp_ref bench`` does).
     """
     machine = machine_info()
     machine["page_fault_s"] = page_fault_cost()
