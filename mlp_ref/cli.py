@@ -56,11 +56,26 @@ def cmd_figures(args):
     return 0
 
 
+def cmd_bench(args):
+    """Time a training step, its matmuls, and each fix's cost (see mlp_ref/bench.py)."""
+    from . import bench
+
+    return bench.main(args)
+
+
+def _int_list(text):
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}")
+
+
 COMMANDS = {
     "table": (cmd_table, "the question's side-by-side table of every fix (the default)"),
     "replay": (cmd_replay, "replay the accepted answer's TensorFlow script in NumPy"),
     "stages": (cmd_stages, "print every forward and backward stage of the seed network"),
     "figures": (cmd_figures, "regenerate every figure (PNG) into figures/ or --out DIR"),
+    "bench": (cmd_bench, "time a training step against its matmuls, and each fix's cost"),
 }
 
 
@@ -80,6 +95,17 @@ def build_parser():
     p.add_argument("--out", default="figures", help="output folder (default: figures)")
     p.add_argument("--only", nargs="+", default=[], metavar="NAME",
                    help="only these figures, e.g. --only pareto.png (default: all)")
+    p = sub.add_parser("bench", help=COMMANDS["bench"][1])
+    p.add_argument("--sizes", type=_int_list, default=[784, 512, 512, 10],
+                   help="layer widths (default: 784,512,512,10)")
+    p.add_argument("--batch", type=int, default=256, help="rows of X (default 256)")
+    p.add_argument("--repeats", type=int, default=15, help="timed calls per measurement (default 15)")
+    p.add_argument("--dense-repeats", type=int, default=3,
+                   help="timed calls of the dense-Jacobian sweep (default 3)")
+    p.add_argument("--dense-limit-gib", type=float, default=2.0,
+                   help="skip the dense Jacobian above this size (default 2 GiB)")
+    p.add_argument("--dtype", choices=["float64", "float32", "both"], default="both")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     return parser
 
 

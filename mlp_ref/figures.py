@@ -106,6 +106,21 @@ def _optimizer_order():
     return plots.optimizer_order(experiments.optimizer_order("visible"))
 
 
+#: The measurements the projection-cost figure is drawn from: written by
+#: ``python -m mlp_ref bench --json figures/data/projection_cost.json`` on the project's own
+#: machine and committed, so that drawing never times anything (timings are not reproducible).
+PROJECTION_COST_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "figures", "data", "projection_cost.json")
+
+
+def _projection_cost():
+    import json
+
+    from . import plots
+    with open(PROJECTION_COST_DATA) as fh:
+        return plots.projection_cost(json.load(fh))
+
+
 FIGURES = {
     "seed_problem.png": _seed_problem,
     "backprop_stages.png": _backprop_stages,
@@ -118,6 +133,7 @@ FIGURES = {
     "pareto.png": _pareto,
     "heldout_drift.png": _heldout_drift,
     "optimizer_order.png": _optimizer_order,
+    "projection_cost.png": _projection_cost,
 }
 
 

@@ -135,9 +135,22 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     refine = _checks.positive_int("refine", refine, minimum=0)
     J = OutputJacobian(net, keep_X, keep)
     solve = GramSolver(J.gram(), _rcond(rcond))
-    for _ in range(1 + refine):
-        correction = J.rmatvec(solve(J.matvec(D)))
-        D = {k: D[k] - correction[k] for k in D}
+    correction = J.rmatvec(solve(J.matvec(D)))
+    D = {k: D[k] - correction[k] for k in D}            # a new dict: the caller's D stays as it was
+    return _refine(J, solve, D, refine)
+
+
+def _refine(J, solve, D, passes):
+    """``passes`` times, in place: D <- D - J^T (J J^T)^+ J D, projecting what is left of J D.
+
+    J D is computed from D as it is (rounding and all), which is what makes each pass gain
+    a factor ~ eps * cond(J J^T); D must be the caller's own (it is modified in place, which
+    spares a second set of arrays as large as the parameters).
+    """
+    for _ in range(passes):
+        for l, E in J.weighted_signals(solve(J.matvec(D))).items():
+            D[f"W{l}"] -= J.inputs[l].T @ E          # J^T alpha, one layer at a time: only one
+            D[f"b{l}"] -= E.sum(axis=0)               # layer's correction is ever held in memory
     return D
 
 
@@ -152,7 +165,43 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     is O(lr) in general. Among all directions with J_1 . D = 0, D is the closest to g.
     """
     X, G = _G(net, X, G)
-    return nullspace(net, net.gradient(X, G), _keep_X(net, X, keep_X), keep, rcond, refine)
+    if keep_X is not None and keep_X is not X:
+        return nullspace(net, net.gradient(X, G), _keep_X(net, X, keep_X), keep, rcond, refine)
+    return _project_on_batch(net, X, G, keep, rcond, refine)
+
+
+def _project_on_batch(net, X, G, keep, rcond, refine):
+    """``project`` when the kept outputs are held on the batch itself (keep_X = X).
+
+    The same D as ``nullspace(net, net.gradient(X, G), X, keep)``, to roundoff, in fewer
+    products, because the gradient and the Jacobian now live on the same rows:
+
+    * one forward record serves both (``OutputJacobian(record=...)``);
+    * g = sum over rows of a_{l-1}^T dz_l, and J^T alpha = the same with dz_l replaced by
+      sum_j alpha_j S_l,j. Backprop is linear in G, so D = g - J^T alpha is simply the gradient
+      of the output gradient G - alpha on the kept columns: its per-sample signals are
+      dz_l - sum_j alpha_j S_l,j, and D costs one product a_{l-1}^T E_l per layer, g none;
+    * J g comes from the Gram's own factors (``matvec_gradient``), without g.
+
+    Only the refinement passes (J D and J^T alpha on the D we really hold) need full products.
+    """
+    refine = _checks.positive_int("refine", refine, minimum=0)
+    J, solve, D = _first_pass_on_batch(net, X, G, keep, rcond)
+    return _refine(J, solve, D, refine)     # the record's z_l and G's signals are freed by now
+
+
+def _first_pass_on_batch(net, X, G, keep, rcond):
+    """J on X (sharing one forward record), its Gram solver, and D = g - J^T (J J^T)^+ J g."""
+    record = net.forward(X)
+    J = OutputJacobian(net, keep=keep, record=record)
+    solve = GramSolver(J.gram(), _rcond(rcond))
+    stages = net.backward(record, G, input_grad=False, param_grads=False).stages
+    dz = {l: stages[f"dz{l}"] for l in range(1, net.depth + 1)}    # G's per-sample signals
+    alpha = solve(J.matvec_gradient(dz))
+    signals = J.weighted_signals(alpha)
+    for l in signals:                         # E_l = dz_l - sum_j alpha_j S_l,j, written over the
+        np.subtract(dz[l], signals[l], out=signals[l])    # weighted signals (ours): no new arrays
+    return J, solve, J.from_signals(signals)
 
 
 def penalty(net, X, G, keep=(0,), ref=None, lam=10.0):
@@ -266,11 +315,12 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     rcond = _rcond(rcond)
     history = []
     for it in range(max_iter + 1):
-        J = OutputJacobian(net, keep_X, keep)
-        r = (J.outputs - ref).reshape(-1)                # rows c = i * q + j, as J's
+        record = net.forward(keep_X)
+        r = (record.output[:, keep] - ref).reshape(-1)   # rows c = i * q + j, as J's
         history.append(float(np.max(np.abs(r))))
         if history[-1] <= tol or it == max_iter or not np.isfinite(history[-1]):
             break
+        J = OutputJacobian(net, keep=keep, record=record)   # only when a step follows
         net.step(J.rmatvec(GramSolver(J.gram(), rcond)(r)), 1.0)
     return RestoreReport(converged=history[-1] <= tol, iterations=len(history) - 1,
                          residual=history[-1], history=history)

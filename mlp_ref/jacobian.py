@@ -17,6 +17,14 @@ layer by layer, with rows c = (i, j) in sample-major order (c = i * q + j):
 
 (the "+ 1" is the bias: its "input" is the constant 1). Cost: q signal-only backward
 passes, one product a a^T and S S^T per layer; memory O(n^2 + n * width), never O(n * P).
+
+A gradient on the same rows factors the same way: g = { W_l: a_{l-1}^T dz_l, b_l: column
+sums of dz_l }, dz_l its per-sample signals (the stages of its backward pass). Then the
+change of z_l along g is a_{l-1} (a_{l-1}^T dz_l) + 1 (1^T dz_l) = (a a^T + 1) dz_l, so
+
+    J g                = sum_l  rowwise  S_l . ((a_{l-1} a_{l-1}^T + 1) @ dz_l)
+
+reuses the Gram's factors and never builds g (``matvec_gradient``).
 """
 from __future__ import annotations
 
@@ -53,6 +61,8 @@ class OutputJacobian:
     net : MLP
     X : array_like, shape (n, d)
     keep : list of int, length q        the output columns whose Jacobian we want
+    record : Forward, optional
+        ``net.forward(X)`` already run by the caller: pass it instead of X to save a forward pass.
 
     Attributes
     ----------
@@ -62,23 +72,36 @@ class OutputJacobian:
     shape   : (m, P) with m = n q
     """
 
-    def __init__(self, net, X, keep=(0,)):
+    def __init__(self, net, X=None, keep=(0,), record=None):
         self.net = net
-        record = net.forward(X)
+        if (X is None) == (record is None):
+            raise TypeError("OutputJacobian: expected either X or record (a forward record of "
+                            "net, to reuse instead of running the forward pass again), not "
+                            + ("both" if X is not None else "neither"))
+        if record is None:
+            record = net.forward(X)
+        else:
+            net._check_record(record)
         n, K = record.output.shape
         self.keep = check_keep(keep, K)
         q = len(self.keep)
         self.outputs = record.output[:, self.keep]
         self.inputs = {l: record.a[l - 1] for l in range(1, net.depth + 1)}
-        self.signals = {l: np.empty((n, q, net.sizes[l]), dtype=net.dtype)
-                        for l in range(1, net.depth + 1)}
+        self.signals = {}
         for j, k in enumerate(self.keep):
             e_k = np.zeros(K, dtype=net.dtype)
             e_k[k] = 1.0
             back = net.backward(record, e_k, input_grad=False, param_grads=False)
-            for l in self.signals:
-                self.signals[l][:, j, :] = back.stages[f"dz{l}"]
+            for l in range(1, net.depth + 1):
+                dz = back.stages[f"dz{l}"]
+                if q == 1:                   # one kept output: the stage itself, seen as (n, 1, n_l)
+                    self.signals[l] = dz[:, None, :]
+                else:
+                    if j == 0:
+                        self.signals[l] = np.empty((n, q, dz.shape[1]), dtype=net.dtype)
+                    self.signals[l][:, j, :] = dz
         self.shape = (n * q, net.n_params)
+        self._input_kernels = None
 
     @property
     def n_rows(self):
@@ -89,18 +112,29 @@ class OutputJacobian:
         S = self.signals[l]
         return S.reshape(-1, S.shape[2])
 
+    def input_kernels(self):
+        """a_{l-1} a_{l-1}^T + 1 per layer, dict l -> (n, n): the inputs' factor of the Gram.
+
+        Computed once and kept: ``gram`` and ``matvec_gradient`` both need it.
+        """
+        if self._input_kernels is None:
+            self._input_kernels = {}
+            for l, A in self.inputs.items():
+                AA = A @ A.T                 # NumPy sees A and A.T share memory: one symmetric product (syrk)
+                AA += 1.0                    # the bias, whose "input" is the constant 1; in place
+                self._input_kernels[l] = AA
+        return self._input_kernels
+
     def gram(self):
         """J J^T, shape (m, m), from the per-layer factors: never forms J."""
-        q = len(self.keep)
-        total = np.zeros((self.n_rows, self.n_rows), dtype=self.net.dtype)
-        for l in self.signals:
+        n, q = self.signals[1].shape[:2]
+        total = np.zeros((n, q, n, q), dtype=self.net.dtype)     # rows and columns c = (i, j)
+        for l, AA in self.input_kernels().items():
             S = self._flat_signals(l)
-            A = self.inputs[l]
-            AA = A @ A.T + 1.0                        # (n, n), the bias adds the constant 1
-            if q > 1:                                 # row c = (i, j) uses sample i's input
-                AA = np.repeat(np.repeat(AA, q, axis=0), q, axis=1)
-            total += (S @ S.T) * AA
-        return total
+            SS = (S @ S.T).reshape(n, q, n, q)
+            SS *= AA[:, None, :, None]       # row (i, j) uses sample i's input, whatever j: broadcast
+            total += SS                      # over the q outputs instead of repeating AA q times
+        return total.reshape(n * q, n * q)
 
     def matvec(self, D):
         """J . D for a direction D (dict like params); returns shape (m,).
@@ -110,20 +144,44 @@ class OutputJacobian:
         """
         out = np.zeros(self.signals[1].shape[:2], dtype=self.net.dtype)
         for l, S in self.signals.items():
-            dz = self.inputs[l] @ D[f"W{l}"] + D[f"b{l}"]          # (n, n_l): change of z_l
+            dz = self.inputs[l] @ D[f"W{l}"]          # (n, n_l): change of z_l along D
+            dz += D[f"b{l}"]                          # in place: no second (n, n_l) array
             out += np.einsum("ijk,ik->ij", S, dz)
         return out.reshape(-1)
 
-    def rmatvec(self, alpha):
-        """J^T alpha for alpha of shape (m,); returns a dict like params."""
+    def matvec_gradient(self, dz):
+        """J . g for the gradient g whose per-sample signals on the rows of X are ``dz``.
+
+        dz : dict l -> ndarray (n, n_l), the stages dz_l of ``net.backward(record, G)`` on
+             the same rows as this Jacobian, so that g = { W_l: a_{l-1}^T dz_l, b_l: sums of dz_l }.
+
+        The change of z_l along g is (a a^T + 1) @ dz_l, an (n, n) by (n, n_l) product with
+        the Gram's own factor, instead of building g and then a_{l-1} @ g_W (n_{l-1} wide).
+        Equal to ``matvec(g)`` up to roundoff. Returns shape (m,).
+        """
+        out = np.zeros(self.signals[1].shape[:2], dtype=self.net.dtype)
+        for l, AA in self.input_kernels().items():
+            out += np.einsum("ijk,ik->ij", self.signals[l], AA @ dz[l])
+        return out.reshape(-1)
+
+    def weighted_signals(self, alpha):
+        """sum_j alpha_ij S_l[i, j] per layer: dict l -> (n, n_l), the per-sample signals of J^T alpha."""
         n, q = self.signals[1].shape[:2]
         alpha = np.asarray(alpha, dtype=self.net.dtype).reshape(n, q)
+        return {l: np.einsum("ij,ijk->ik", alpha, S) for l, S in self.signals.items()}
+
+    def from_signals(self, signals):
+        """The direction whose per-sample signals on the rows of X are ``signals`` (dict l -> (n, n_l)):
+        { W_l: a_{l-1}^T @ E_l, b_l: column sums of E_l }, as a backward pass sums dW_l and db_l."""
         D = {}
-        for l, S in self.signals.items():
-            weighted = np.einsum("ij,ijk->ik", alpha, S)          # (n, n_l)
-            D[f"W{l}"] = self.inputs[l].T @ weighted
-            D[f"b{l}"] = weighted.sum(axis=0)
+        for l, E in signals.items():
+            D[f"W{l}"] = self.inputs[l].T @ E
+            D[f"b{l}"] = E.sum(axis=0)
         return D
+
+    def rmatvec(self, alpha):
+        """J^T alpha for alpha of shape (m,); returns a dict like params."""
+        return self.from_signals(self.weighted_signals(alpha))
 
     def dense(self):
         """J itself, shape (m, P), columns in the order of ``flatten``: for teaching and tests.

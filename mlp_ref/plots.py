@@ -963,3 +963,68 @@ def optimizer_order(result, axes=None, slope_max_lr=1e-3):
     fig.supxlabel(f"{setup}; projection onto the null space of out1's Jacobian on the batch; "
                   "G = [0, \u22121]", fontsize=11, style="italic")
     return fig
+
+
+# -- the cost of a projection (from the bench's saved measurements) ------------------------------
+
+#: The dense-Jacobian way, for comparison only: not a fix, so not in PALETTE.
+DENSE_GREY = "#7f7f7f"
+
+
+def _projection_cost_takeaway(d):
+    dense = ~np.isnan(d["dense_s"])
+    if not dense.any():
+        return "Gram projection: cost against the number of constraints (dense Jacobian too large to build)"
+    i = np.flatnonzero(dense)[-1]
+    speed = d["dense_s"][i] / d["gram_s"][i]
+    memory = d["dense_peak_bytes"][i] / d["gram_peak_bytes"][i]
+    return (f"Never build J: at n = {int(d['n'][i])} constraints the Gram projection is "
+            f"{speed:.0f}x faster\nand needs {memory:.0f}x less memory than a dense Jacobian")
+
+
+@styled
+def projection_cost(results, ax=None, dtype="float64"):
+    """Time and peak memory of ``fixes.project`` (Gram) and of the dense-Jacobian projection
+    against the number of constrained rows n, log-log.
+
+    results : the dict of ``bench.run`` (or ``load()``)
+    ax      : None for a new two-panel figure; one Axes (time only) or two (time, memory)
+    Returns the Figure.
+    """
+    from .bench import projection_cost_data
+    d = projection_cost_data(results, dtype)
+    if ax is None:
+        fig = new_figure()
+        axes = list(fig.subplots(1, 2))
+    else:
+        axes = list(ax) if np.iterable(ax) else [ax]
+        fig = axes[0].figure
+    n = d["n"]
+    time_ax = axes[0]
+    time_ax.plot(n, d["dense_s"] * 1e3, "s-", color=DENSE_GREY, label="dense J, then solve")
+    time_ax.plot(n, d["gram_s"] * 1e3, "o-", color=PALETTE["project"], label="Gram (fixes.project)")
+    time_ax.axhline(d["step_s"] * 1e3, color="black", linestyle=":", linewidth=1,
+                    label="one training step")
+    time_ax.set_ylabel("time per projection (ms)")
+    if len(axes) > 1:
+        mem_ax = axes[1]
+        mib = 2.0**20
+        mem_ax.plot(n, d["dense_peak_bytes"] / mib, "s-", color=DENSE_GREY,
+                    label="dense J, then solve")
+        mem_ax.plot(n, d["dense_bytes_estimate"] / mib, ":", color=DENSE_GREY,
+                    label="J alone (n P numbers)")
+        mem_ax.plot(n, d["gram_peak_bytes"] / mib, "o-", color=PALETTE["project"],
+                    label="Gram (fixes.project)")
+        mem_ax.set_ylabel("peak memory (MiB, tracemalloc)")
+    for a in axes:
+        a.set_xscale("log")
+        a.set_yscale("log")
+        a.set_xlabel("constrained rows n (output 0 held on n samples)")
+        a.set_xticks(n)
+        a.set_xticklabels([str(int(v)) for v in n])
+        a.minorticks_off()
+        a.grid(True, which="major", alpha=0.3)
+        a.legend(loc="upper left")
+    sizes = "-".join(str(s) for s in d["sizes"])
+    fig.suptitle(_projection_cost_takeaway(d) + f" ({sizes} tanh, P = {d['n_params']:,}, {d['dtype']})")
+    return fig

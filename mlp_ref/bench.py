@@ -1,0 +1,472 @@
+"""Performance: what one training step and each fix cost, measured against the hardware's floor.
+
+``python -m mlp_ref bench`` times, on an MNIST-sized network ([784, 512, 512, 10], tanh,
+a batch of 256), in float64 and float32:
+
+    step        net.step(net.gradient(X, G), lr): forward, backward with parameter grads, update
+    products    the same step's matrix products alone, inputs and outputs preallocated:
+                the floor no NumPy code can beat, since a step is at least its matmuls
+    project     fixes.project holding output 0 on all rows, as a multiple of the step
+                (and with refine=0: what the refinement pass costs)
+    restore     one Gauss-Newton iteration of fixes.restore
+    dense       the same projection through a dense Jacobian J (n rows x P columns) and a dense
+                solve, for n = 16 .. 256 constraints: what the Gram trick saves, in time and memory
+
+Timing: ``time.perf_counter`` around each call, after a warm-up call, ``repeats`` times, and the
+median reported. Functions compared with each other are run *interleaved* (one call of each per
+round) so that a burst of load from another process slows them all alike and their ratio stays
+honest; each group (the step and its matmuls; the fixes; each sweep row) runs in a fresh Python
+process, so that what one group leaves in the C allocator cannot change the next (``_call``). Peak memory: ``tracemalloc`` in a separate run (NumPy reports its array buffers to
+tracemalloc; BLAS's own work space is not seen). Faults: the minor page faults per call
+(``getrusage``), the cost of memory the allocator took fresh from the operating system. Where
+first touches are slow (a virtual machine: ~3 us a page), they are most of what a step costs
+above its matmuls: glibc hands the step's ~13 MiB of records and gradients back to the system
+after every call, and the next call faults them in again.
+
+Results are plain dicts and lists (``run``), JSON-ready (``--json PATH``); the table is ``format_table``;
+``projection_cost_data`` extracts the arrays of the projection-cost figure (``plots.projection_cost``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+from . import fixes, jacobian
+from .network import MLP
+
+SIZES = [784, 512, 512, 10]
+BATCH = 256
+CONSTRAINTS = (16, 32, 64, 128, 256)
+DENSE_LIMIT = 2 * 2**30          # bytes: skip the dense Jacobian when n q P itemsize exceeds it
+KEEP = [0]
+LR = 1e-3
+
+try:                             # not on Windows; the fault counts are then left out
+    import resource
+except ImportError:              # pragma: no cover
+    resource = None
+
+
+# -- the machine ---------------------------------------------------------------------------
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                    "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+
+
+def machine_info():
+    """The BLAS NumPy was built with, the thread count it will use, and the CPU count.
+
+    The thread count is read from the environment variables BLAS libraries obey, else it is
+    the number of CPUs this process may run on (OpenBLAS's and MKL's default): threadpoolctl,
+    which would ask the library itself, is not a dependency of this project.
+    """
+    blas = "unknown"
+    try:
+        config = np.show_config(mode="dicts")            # NumPy >= 1.26
+        dep = config["Build Dependencies"]["blas"]
+        blas = " ".join(str(dep[k]) for k in ("name", "version") if dep.get(k))
+        detail = dep.get("openblas configuration")
+        if detail:
+            blas += f" ({' '.join(str(detail).split())})"
+    except Exception:                                    # older NumPy: no dicts mode
+        pass
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    threads, source = cpus, "default: one per CPU (threadpoolctl not available)"
+    for var in THREAD_VARIABLES:
+        value = os.environ.get(var, "").strip()
+        if value.isdigit() and int(value) > 0:
+            threads, source = int(value), f"from ${var}"
+            break
+    return {"blas": blas, "threads": threads, "threads_source": source, "cpus": cpus,
+            "numpy": np.__version__, "python": platform.python_version(),
+            "platform": platform.platform(terse=True), "processor": platform.machine(),
+            "openblas_env": {k: v for k, v in os.environ.items() if k.startswith("OPENBLAS_")}}
+
+
+def page_fault_cost(mib=16):
+    """Seconds per minor page fault: first touches of a fresh anonymous mapping, one byte per
+    page, less the same loop over the then-mapped pages. NumPy's temporaries pay this whenever
+    the allocator has handed memory back to the operating system between two calls."""
+    import mmap
+    size = mib * 2**20
+    page = mmap.PAGESIZE
+    region = mmap.mmap(-1, size)
+    try:
+        f0 = _faults()
+        t0 = time.perf_counter()
+        for offset in range(0, size, page):
+            region[offset] = 1
+        first = time.perf_counter() - t0
+        faults = _faults() - f0
+        t0 = time.perf_counter()
+        for offset in range(0, size, page):
+            region[offset] = 2
+        again = time.perf_counter() - t0
+    finally:
+        region.close()
+    return max(first - again, 0.0) / max(faults, 1)
+
+
+# -- measuring -----------------------------------------------------------------------------
+def _faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource else 0
+
+
+def time_interleaved(calls, repeats):
+    """Time each callable of ``calls`` (name -> f) ``repeats`` times, one call of each per round.
+
+    Every f is first called once (warm-up: BLAS threads start, caches fill). Returns
+    name -> {"median_s", "min_s", "times_s", "faults"}: the median time, the best one, every
+    time, and the median number of minor page faults per call.
+    """
+    for f in calls.values():
+        f()
+    times = {name: [] for name in calls}
+    faults = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, f in calls.items():
+            f0 = _faults()
+            t0 = time.perf_counter()
+            f()
+            times[name].append(time.perf_counter() - t0)
+            faults[name].append(_faults() - f0)
+    return {name: {"median_s": float(np.median(t)), "min_s": float(np.min(t)), "times_s": t,
+                   "faults": int(np.median(faults[name]))}
+            for name, t in times.items()}
+
+
+def peak_bytes(f):
+    """The peak of memory allocated while f() runs, above what was allocated before (tracemalloc)."""
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        f()
+        return int(tracemalloc.get_traced_memory()[1] - base)
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+
+
+# -- the problem ---------------------------------------------------------------------------
+def problem(sizes=SIZES, batch=BATCH, dtype=np.float64, seed=0):
+    """A tanh MLP of ``sizes`` (init N(0, 1/d_in)), inputs X ~ N(0, 1) of shape (batch, d) and an
+    output gradient G ~ N(0, 1) with column 0 zero: as in the question, output 0 is not asked to move.
+    """
+    rng = np.random.default_rng(seed)
+    net = MLP(sizes, hidden="tanh", output="identity", init_std=1.0 / np.sqrt(sizes[0]),
+              seed=seed, dtype=dtype)
+    X = rng.normal(size=(batch, sizes[0])).astype(dtype)
+    G = rng.normal(size=(batch, sizes[-1])).astype(dtype)
+    G[:, KEEP] = 0.0
+    return net, X, G
+
+
+def step_products(net, X, G):
+    """A function running exactly the matrix products of one training step, nothing else.
+
+    forward:   a_{l-1} @ W_l                 for l = 1 .. L
+    backward:  a_{l-1}.T @ dz_l  (dW_l)      for l = L .. 1
+               dz_l @ W_l.T      (da_{l-1})  for l = L .. 2   (no da_0: the step needs no dL/dX)
+
+    Inputs come from a real forward/backward record and the outputs are preallocated
+    (``out=``), so the function measures the BLAS calls alone: the floor of a NumPy step.
+    Returns (f, flops), flops the multiply-adds counted twice.
+    """
+    record = net.forward(X)
+    stages = net.backward(record, G, input_grad=False).stages
+    work, flops = [], 0
+    for l in range(1, net.depth + 1):
+        W, a = net.params[f"W{l}"], record.a[l - 1]
+        work.append((a, W, np.empty((a.shape[0], W.shape[1]), net.dtype)))
+    for l in range(net.depth, 0, -1):
+        W, a, dz = net.params[f"W{l}"], record.a[l - 1], stages[f"dz{l}"]
+        work.append((a.T, dz, np.empty(W.shape, net.dtype)))
+        if l > 1:
+            work.append((dz, W.T, np.empty(a.shape, net.dtype)))
+    for x, y, _ in work:
+        flops += 2 * x.shape[0] * x.shape[1] * y.shape[1]
+
+    def products():
+        for x, y, out in work:
+            np.matmul(x, y, out=out)
+    return products, flops
+
+
+def dense_project(net, X, G, keep=KEEP, keep_X=None, rcond=None, refine=1):
+    """``fixes.project`` computed through the dense Jacobian J (m, P), m = n q: the textbook way.
+
+    The same algorithm and the same solver as ``fixes.nullspace`` (eigen-decomposed Gram,
+    ``refine`` refinement passes), but with J built: memory m * P, time m^2 P for J J^T.
+    """
+    keep_X = X if keep_X is None else keep_X
+    g = net.gradient(X, G)
+    J = jacobian.dense_rows(net, keep_X, keep)                 # (m, P): what the Gram trick avoids
+    solve = jacobian.GramSolver(J @ J.T, rcond)
+    D = jacobian.flatten(g)
+    for _ in range(1 + refine):
+        D = D - J.T @ solve(J @ D)
+    return jacobian.unflatten(D, g)
+
+
+def dense_bytes(net, n_rows, q=len(KEEP)):
+    """n q P itemsize: the bytes of the dense Jacobian alone (building it briefly needs about twice)."""
+    return n_rows * q * net.n_params * net.dtype.itemsize
+
+
+# -- the benchmark -------------------------------------------------------------------------
+def time_steps(dtype, sizes=SIZES, batch=BATCH, repeats=15):
+    """The plain training step and its matmuls, interleaved, and the step's peak memory."""
+    net, X, G = problem(sizes, batch, dtype)
+    products, flops = step_products(net, X, G)
+
+    def step():
+        net.step(net.gradient(X, G), LR)
+
+    return {"n_params": net.n_params, "products_flops": flops,
+            "timings": time_interleaved({"step": step, "products": products}, repeats),
+            "peak_bytes": {"step": peak_bytes(step)}}
+
+
+def time_fixes(dtype, sizes=SIZES, batch=BATCH, repeats=15):
+    """``fixes.project`` (refine=1, the default, and refine=0) holding output 0 on every row, and
+    one ``fixes.restore`` iteration, interleaved; the projection's peak memory."""
+    net, X, G = problem(sizes, batch, dtype)
+    ref = net(X)[:, KEEP]
+    moved = net.copy().step(fixes.project(net, X, G, keep=KEEP), LR)    # off the constraint
+
+    def project():
+        fixes.project(net, X, G, keep=KEEP)
+
+    def project_unrefined():
+        fixes.project(net, X, G, keep=KEEP, refine=0)
+
+    def restore_iteration():                 # one Gauss-Newton step (and the forward pass that
+        fixes.restore(moved, X, ref, keep=KEEP, tol=1e-300, max_iter=1)   # checks it); the cost
+                                             # does not depend on how far off the constraint it is
+
+    calls = {"project": project, "project_refine0": project_unrefined,
+             "restore": restore_iteration}
+    return {"timings": time_interleaved(calls, repeats),
+            "peak_bytes": {"project": peak_bytes(project)}}
+
+
+def time_sweep_row(dtype, sizes=SIZES, batch=BATCH, n=BATCH, repeats=15, dense_repeats=3,
+                   dense_limit=DENSE_LIMIT):
+    """``fixes.project`` against ``dense_project``, holding output 0 on the first n rows of X:
+    times (medians), peaks and speed-up. The dense way is skipped above ``dense_limit`` bytes."""
+    net, X, G = problem(sizes, batch, dtype)
+    keep_X = None if n == batch else X[:n]
+    row = {"n": n, "dense_bytes_estimate": dense_bytes(net, n), "note": ""}
+
+    def gram():
+        fixes.project(net, X, G, keep=KEEP, keep_X=keep_X)
+
+    def dense():
+        dense_project(net, X, G, keep=KEEP, keep_X=keep_X)
+
+    fits = row["dense_bytes_estimate"] <= dense_limit
+    row["gram_s"] = time_interleaved({"gram": gram}, repeats)["gram"]["median_s"]
+    row["gram_peak_bytes"] = peak_bytes(gram)
+    if fits:                                 # the dense way takes seconds: fewer calls
+        row["dense_s"] = time_interleaved({"dense": dense}, dense_repeats)["dense"]["median_s"]
+        row["dense_peak_bytes"] = peak_bytes(dense)
+        row["speedup"] = row["dense_s"] / row["gram_s"]
+    else:
+        row["dense_s"] = row["dense_peak_bytes"] = row["speedup"] = None
+        row["note"] = (f"dense skipped: J alone needs {row['dense_bytes_estimate'] / 2**30:.1f} GiB "
+                       f"> limit {dense_limit / 2**30:.1f} GiB")
+    return row
+
+
+def _call(isolate, fn, *args):
+    """fn(*args), in a fresh Python process when ``isolate``.
+
+    Why: the C allocator remembers. After a call that freed large arrays, glibc keeps more
+    memory for the next calls, which then page-fault less (or, after other patterns, more).
+    Timed in one process, the plain step would pay or save faults depending on which fix ran
+    before it; in a process of its own it sees what a loop of plain steps sees.
+    """
+    if not isolate:
+        return fn(*args)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()
+
+
+def bench_dtype(dtype, sizes=SIZES, batch=BATCH, repeats=15, isolate=True, log=print):
+    """Step, its matmuls, project, restore for one dtype: timings, faults, peaks and ratios."""
+    name = np.dtype(dtype).name
+    t0 = time.perf_counter()
+    steps = _call(isolate, time_steps, name, list(sizes), batch, repeats)
+    fix = _call(isolate, time_fixes, name, list(sizes), batch, repeats)
+    log(f"[{name}] step and its matmuls, project, restore: {repeats} calls each "
+        f"({time.perf_counter() - t0:.1f} s)")
+    timings = {**steps["timings"], **fix["timings"]}
+    peaks = {**steps["peak_bytes"], **fix["peak_bytes"]}
+    out = {"dtype": name, "sizes": list(sizes), "batch": batch, "n_params": steps["n_params"],
+           "repeats": repeats, "products_flops": steps["products_flops"], "timings": timings,
+           "peak_bytes": peaks}
+    med = {k: v["median_s"] for k, v in timings.items()}
+    out["step_over_products"] = med["step"] / med["products"]
+    out["project_over_step"] = med["project"] / med["step"]
+    out["restore_over_step"] = med["restore"] / med["step"]
+    out["products_gflops"] = steps["products_flops"] / med["products"] / 1e9
+    out["project_peak_over_step"] = peaks["project"] / max(peaks["step"], 1)
+    return out
+
+
+def bench_sweep(dtype, sizes=SIZES, batch=BATCH, constraints=CONSTRAINTS, dense_repeats=3,
+                dense_limit=DENSE_LIMIT, repeats=15, isolate=True, log=print):
+    """``time_sweep_row`` for each count n of ``constraint_counts``: a list of rows."""
+    name = np.dtype(dtype).name
+    sweep = []
+    for n in constraint_counts(batch, constraints):
+        t0 = time.perf_counter()
+        row = _call(isolate, time_sweep_row, name, list(sizes), batch, n, repeats,
+                    dense_repeats, dense_limit)
+        sweep.append(row)
+        log(f"[{name}] n = {n:4d} constraints: Gram {row['gram_s'] * 1e3:8.2f} ms, "
+            + (f"dense {row['dense_s'] * 1e3:9.1f} ms" if row["dense_s"] else row["note"])
+            + f"  ({time.perf_counter() - t0:.1f} s)")
+    return sweep
+
+
+def constraint_counts(batch, constraints=CONSTRAINTS):
+    """The counts of ``constraints`` below the batch size, then the batch itself (all rows)."""
+    return sorted({c for c in constraints if c < batch} | {batch})
+
+
+def run(sizes=SIZES, batch=BATCH, repeats=15, dtypes=("float64", "float32"),
+        constraints=CONSTRAINTS, dense_repeats=3, dense_limit=DENSE_LIMIT, isolate=True,
+        log=print):
+    """The whole benchmark: the machine, then ``bench_dtype`` for every dtype, then the sweeps.
+
+    isolate : run each group of measurements (the step and its matmuls; the fixes; each row of
+              the sweep) in a fresh Python process (see ``_call``). Without it, the dense sweeps
+              still come last, since freeing their huge arrays changes what the allocator does.
+              From a script of your own, call ``run`` under ``if __name__ == "__main__":``, as
+              any code that starts processes must (``python -m mlp_ref bench`` does).
+    """
+    machine = machine_info()
+    machine["page_fault_s"] = page_fault_cost()
+    machine["isolated_processes"] = bool(isolate)
+    results = [bench_dtype(d, sizes, batch, repeats, isolate, log) for d in dtypes]
+    for r in results:
+        r["sweep"] = bench_sweep(r["dtype"], sizes, batch, constraints, dense_repeats,
+                                 dense_limit, repeats, isolate, log)
+    return {"machine": machine,
+            "config": {"sizes": list(sizes), "batch": batch, "repeats": repeats,
+                       "dense_repeats": dense_repeats, "keep": KEEP, "lr": LR,
+                       "constraints": list(constraints), "dense_limit_bytes": dense_limit},
+            "results": results}
+
+
+# -- reporting -----------------------------------------------------------------------------
+def _ms(seconds):
+    return "-" if seconds is None else f"{seconds * 1e3:.2f}"
+
+
+def _mib(nbytes):
+    return "-" if nbytes is None else f"{nbytes / 2**20:.2f}"
+
+
+def format_table(results):
+    """The results as text: the machine, then one table per dtype."""
+    m = results["machine"]
+    lines = [f"BLAS: {m['blas']}",
+             f"threads: {m['threads']} ({m['threads_source']}); CPUs: {m['cpus']}; "
+             f"NumPy {m['numpy']}, Python {m['python']}, {m['platform']}",
+             f"one minor page fault (first touch of memory fresh from the OS): "
+             f"{m['page_fault_s'] * 1e6:.2f} us"]
+    for r in results["results"]:
+        t, pk = r["timings"], r["peak_bytes"]
+        where = "each group in a fresh process" if m.get("isolated_processes") else "one process"
+        lines += ["", f"{r['dtype']}: sizes {r['sizes']}, batch {r['batch']}, P = {r['n_params']}, "
+                      f"median of {r['repeats']} calls, interleaved within a group ({where})",
+                  f"{'measurement':<28}{'median ms':>10}{'min ms':>9}{'x step':>8}"
+                  f"{'faults':>8}{'~fault ms':>10}{'peak MiB':>10}"]
+        step = t["step"]["median_s"]
+        labels = {"step": "step (gradient + update)",
+                  "products": "  its matmuls alone (floor)",
+                  "project": f"project (keep 0, n = {r['batch']})",
+                  "project_refine0": "  the same, refine=0",
+                  "restore": "restore, one iteration"}
+        for key, label in labels.items():
+            lines.append(f"{label:<28}{_ms(t[key]['median_s']):>10}{_ms(t[key]['min_s']):>9}"
+                         f"{t[key]['median_s'] / step:>8.2f}{t[key]['faults']:>8}"
+                         f"{_ms(t[key]['faults'] * m['page_fault_s']):>10}"
+                         f"{_mib(pk.get(key)):>10}")
+        best = {k: v["min_s"] for k, v in t.items()}
+        lines.append(f"step / its matmuls = {r['step_over_products']:.2f} "
+                     f"(best-of: {best['step'] / best['products']:.2f}; matmuls at "
+                     f"{r['products_gflops']:.1f} GFLOP/s)   project / step = "
+                     f"{r['project_over_step']:.2f} (best-of: {best['project'] / best['step']:.2f})"
+                     f"   peak project / step = {r['project_peak_over_step']:.2f}")
+        lines.append("(~fault ms = faults x the cost of one fault measured alone: an upper estimate)")
+        lines += ["", f"{'constraints n':>13}{'Gram ms':>10}{'dense ms':>11}{'speed-up':>10}"
+                      f"{'Gram MiB':>10}{'dense MiB':>11}  note"]
+        for row in r["sweep"]:
+            speed = "-" if row["speedup"] is None else f"{row['speedup']:.1f}x"
+            lines.append(f"{row['n']:>13}{_ms(row['gram_s']):>10}{_ms(row['dense_s']):>11}"
+                         f"{speed:>10}{_mib(row['gram_peak_bytes']):>10}"
+                         f"{_mib(row['dense_peak_bytes']):>11}  {row['note']}")
+    return "\n".join(lines)
+
+
+def projection_cost_data(results, dtype="float64"):
+    """The arrays of the projection-cost figure, for one dtype of ``run``'s results.
+
+    Returns a dict of 1-D arrays over the constraint counts: ``n``, ``gram_s``, ``dense_s``,
+    ``gram_peak_bytes``, ``dense_peak_bytes`` (NaN where the dense Jacobian was skipped),
+    ``dense_bytes_estimate`` (J alone); and ``step_s`` (one training step, for scale),
+    ``dtype``, ``sizes``, ``n_params``.
+    """
+    rows = [r for r in results["results"] if r["dtype"] == dtype]
+    if not rows:
+        have = [r["dtype"] for r in results["results"]]
+        raise ValueError(f"dtype: no results for {dtype!r}; results hold {have}")
+    sweep = rows[0]["sweep"]
+
+    def column(key):
+        return np.array([np.nan if row[key] is None else row[key] for row in sweep], dtype=float)
+
+    return {"n": column("n"), "gram_s": column("gram_s"), "dense_s": column("dense_s"),
+            "gram_peak_bytes": column("gram_peak_bytes"),
+            "dense_peak_bytes": column("dense_peak_bytes"),
+            "dense_bytes_estimate": column("dense_bytes_estimate"),
+            "step_s": rows[0]["timings"]["step"]["median_s"],
+            "dtype": dtype, "sizes": rows[0]["sizes"], "n_params": rows[0]["n_params"]}
+
+
+def main(args):
+    """The ``bench`` command: run, print the table, optionally write the JSON."""
+    def log(message):
+        print(message, file=sys.stderr, flush=True)
+
+    dtypes = ("float64", "float32") if args.dtype == "both" else (args.dtype,)
+    results = run(sizes=args.sizes, batch=args.batch, repeats=args.repeats, dtypes=dtypes,
+                  dense_repeats=args.dense_repeats,
+                  dense_limit=int(args.dense_limit_gib * 2**30), log=log)
+    print(format_table(results))
+    if args.json:
+        folder = os.path.dirname(args.json)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=1, sort_keys=True)
+            fh.write("\n")
+        log(f"wrote {args.json}")
+    return 0

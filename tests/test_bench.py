@@ -1,0 +1,146 @@
+"""The bench command end to end on tiny sizes, its JSON, and its figure. No timing assertions:
+machines are noisy; what is asserted is that every measurement is there and well formed."""
+import json
+
+import numpy as np
+import pytest
+
+from mlp_ref import bench, cli, fixes, jacobian
+
+TINY = ["bench", "--sizes", "5,4,3", "--batch", "8", "--repeats", "2", "--dense-repeats", "1"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "out" / "bench.json"
+    return path, bench.run(sizes=[5, 4, 3], batch=8, repeats=2, dense_repeats=1,
+                           isolate=False, log=lambda message: None)
+
+
+def test_bench_command_prints_the_machine_and_the_table(capsys, tmp_path):
+    path = tmp_path / "bench.json"
+    assert cli.main(TINY + ["--dtype", "float64", "--json", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("BLAS: ")
+    assert "threads: " in out and "threadpoolctl" in out
+    for column in ("measurement", "median ms", "min ms", "x step", "faults", "peak MiB",
+                   "constraints n", "Gram ms", "dense ms", "speed-up", "Gram MiB", "dense MiB"):
+        assert column in out
+    for row in ("step (gradient + update)", "its matmuls alone (floor)", "project (keep 0, n = 8)",
+                "the same, refine=0", "restore, one iteration", "step / its matmuls = "):
+        assert row in out
+    assert "float64: sizes [5, 4, 3], batch 8" in out and "float32" not in out
+    assert "[float64] step and its matmuls, project, restore" in err   # progress: stderr
+    assert "each group in a fresh process" in out                    # the command isolates
+    saved = json.loads(path.read_text())
+    assert saved["results"][0]["dtype"] == "float64" and saved["machine"]["isolated_processes"]
+
+
+def test_bench_is_registered_in_the_cli():
+    assert "bench" in cli.COMMANDS
+    args = cli.build_parser().parse_args(TINY)
+    assert args.sizes == [5, 4, 3] and args.batch == 8 and args.dtype == "both"
+
+
+def test_json_has_the_expected_keys(tiny_run):
+    _, results = tiny_run
+    text = json.dumps(results)                                 # JSON-ready: plain types only
+    results = json.loads(text)
+    assert set(results) == {"machine", "config", "results"}
+    assert {"blas", "threads", "threads_source", "cpus", "numpy"} <= set(results["machine"])
+    assert [r["dtype"] for r in results["results"]] == ["float64", "float32"]
+    for r in results["results"]:
+        assert {"step", "products", "project", "project_refine0", "restore"} == set(r["timings"])
+        for t in r["timings"].values():
+            assert t["median_s"] > 0 and len(t["times_s"]) == 2 and t["faults"] >= 0
+        assert {"step", "project"} == set(r["peak_bytes"])
+        for key in ("step_over_products", "project_over_step", "restore_over_step",
+                    "products_gflops", "project_peak_over_step"):
+            assert r[key] > 0
+        assert [row["n"] for row in r["sweep"]] == [8]            # counts below the batch, then the batch
+        row = r["sweep"][0]
+        assert row["gram_s"] > 0 and row["dense_s"] > 0 and row["speedup"] > 0
+        assert row["dense_bytes_estimate"] == 8 * 1 * r["n_params"] * np.dtype(r["dtype"]).itemsize
+
+
+def test_the_dense_projection_is_skipped_above_the_memory_limit():
+    r = bench.bench_dtype(np.float64, sizes=[5, 4, 3], batch=8, repeats=1, isolate=False,
+                          log=lambda message: None)
+    r["sweep"] = bench.bench_sweep(np.float64, sizes=[5, 4, 3], batch=8, dense_repeats=1,
+                                   dense_limit=100, isolate=False, log=lambda message: None)
+    row = r["sweep"][0]
+    assert row["dense_s"] is None and row["speedup"] is None and "dense skipped" in row["note"]
+    data = bench.projection_cost_data({"results": [r]})
+    assert np.isnan(data["dense_s"]).all() and data["gram_s"][0] > 0
+
+
+def test_constraint_counts_stop_at_the_batch():
+    assert bench.constraint_counts(256) == [16, 32, 64, 128, 256]
+    assert bench.constraint_counts(100) == [16, 32, 64, 100]
+    assert bench.constraint_counts(8) == [8]
+
+
+def test_step_products_are_the_steps_matmuls():
+    net, X, G = bench.problem([5, 4, 3], 8)
+    products, flops = bench.step_products(net, X, G)
+    products()
+    # forward 8x5x4 + 8x4x3; dW: 5x8x4 + 4x8x3; da1: 8x3x4 -- each 2 flops per multiply-add
+    assert flops == 2 * (8 * 5 * 4 + 8 * 4 * 3 + 5 * 8 * 4 + 4 * 8 * 3 + 8 * 3 * 4)
+
+
+def test_dense_projection_equals_the_gram_projection():
+    net, X, G = bench.problem([6, 7, 5, 3], 10)
+    for keep_X in (None, X[:4]):
+        a = jacobian.flatten(bench.dense_project(net, X, G, keep=[0], keep_X=keep_X))
+        b = jacobian.flatten(fixes.project(net, X, G, keep=[0], keep_X=keep_X))
+        assert np.linalg.norm(a - b) <= 1e-12 * np.linalg.norm(b)
+
+
+def test_machine_info_reads_the_thread_count_from_the_environment(monkeypatch):
+    for var in bench.THREAD_VARIABLES:
+        monkeypatch.delenv(var, raising=False)
+    info = bench.machine_info()
+    assert info["threads"] == info["cpus"] and "threadpoolctl" in info["threads_source"]
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    info = bench.machine_info()
+    assert info["threads"] == 3 and "OMP_NUM_THREADS" in info["threads_source"]
+
+
+def test_projection_cost_plot_returns_a_wide_figure(tiny_run):
+    from matplotlib.figure import Figure
+
+    from mlp_ref import plots
+
+    _, results = tiny_run
+    fig = plots.projection_cost(results)
+    assert isinstance(fig, Figure)
+    assert fig.get_figwidth() * fig.dpi >= 1000
+    axes = fig.get_axes()
+    assert len(axes) == 2 and all(ax.get_xscale() == "log" and ax.get_yscale() == "log"
+                                  for ax in axes)
+    assert fig._suptitle is not None and fig._suptitle.get_text()
+
+
+@pytest.mark.parametrize("keep_X_rows", [None, 40])
+def test_the_gram_projection_never_holds_n_times_P_numbers(keep_X_rows):
+    # a wide layer makes P large against n: J alone would be n P numbers, the Gram path holds
+    # O(n^2 + n width) (tracemalloc counts NumPy's buffers, so this is not a timing claim)
+    net, X, G = bench.problem([60, 200, 200, 3], 80)
+    keep_X = None if keep_X_rows is None else X[:keep_X_rows]
+    n = X.shape[0] if keep_X is None else keep_X_rows
+    peak = bench.peak_bytes(lambda: fixes.project(net, X, G, keep=[0], keep_X=keep_X))
+    assert peak < 0.5 * bench.dense_bytes(net, n)
+    assert bench.peak_bytes(lambda: bench.dense_project(net, X, G, keep_X=keep_X)) > bench.dense_bytes(net, n)
+
+
+def test_committed_projection_cost_data_backs_the_readme():
+    """The README's sentence under projection_cost.png, on the committed measurements."""
+    from mlp_ref.figures import PROJECTION_COST_DATA
+    with open(PROJECTION_COST_DATA) as fh:
+        d = bench.projection_cost_data(json.load(fh), "float64")
+    measured = ~np.isnan(d["dense_s"])
+    assert measured.all() and list(d["n"]) == [16, 32, 64, 128, 256]
+    assert np.all(d["gram_s"] < d["dense_s"])
+    assert d["dense_s"][-1] / d["gram_s"][-1] > 10
+    assert d["dense_peak_bytes"][-1] / d["gram_peak_bytes"][-1] > 100
+    assert np.all(d["gram_peak_bytes"] < d["dense_bytes_estimate"])
