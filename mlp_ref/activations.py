@@ -41,8 +41,10 @@ def sigmoid(z):
 
 def sigmoid_grad(z, a):
     """sigma'(z) = sigma(z) (1 - sigma(z)) = a (1 - a)."""
+    out = 1.0 - a
     with np.errstate(under="ignore"):
-        return a * (1.0 - a)
+        out *= a                           # in place: one array, not two, per backward layer
+    return out
 
 
 def tanh(z):
@@ -53,7 +55,8 @@ def tanh(z):
 def tanh_grad(z, a):
     """tanh'(z) = 1 - tanh(z)^2 = 1 - a^2."""
     with np.errstate(under="ignore"):
-        return 1.0 - a * a
+        out = a * a
+    return np.subtract(1.0, out, out=out)  # in place: one array, not two, per backward layer
 
 
 def relu(z):

@@ -289,8 +289,16 @@ def time_sweep_row(dtype, sizes=SIZES, batch=BATCH, n=BATCH, repeats=15, dense_r
     return row
 
 
-def _call(isolate, fn, *args):
-    """fn(*args), in a fresh Python process when ``isolate``.
+#: glibc settings for a process that keeps freed memory instead of handing it back to the OS
+#: (read by glibc at process start, so only a fresh process can have them): with them, the
+#: step's arrays are reused from the heap and the page faults of a step all but vanish.
+KEEP_MEMORY = {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=268435456:"
+                                 "glibc.malloc.mmap_threshold=33554432"}
+
+
+def _call(isolate, fn, *args, env=None):
+    """fn(*args), in a fresh Python process when ``isolate`` (with ``env`` added to its
+    environment; ``env`` needs ``isolate``).
 
     Why: the C allocator remembers. After a call that freed large arrays, glibc keeps more
     memory for the next calls, which then page-fault less (or, after other patterns, more).
@@ -302,8 +310,17 @@ def _call(isolate, fn, *args):
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(fn, *args).result()
+    saved = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})                 # a spawned child starts with our environment
+    try:
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            return pool.submit(fn, *args).result()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def bench_dtype(dtype, sizes=SIZES, batch=BATCH, repeats=15, isolate=True, log=print):
@@ -312,15 +329,24 @@ def bench_dtype(dtype, sizes=SIZES, batch=BATCH, repeats=15, isolate=True, log=p
     t0 = time.perf_counter()
     steps = _call(isolate, time_steps, name, list(sizes), batch, repeats)
     fix = _call(isolate, time_fixes, name, list(sizes), batch, repeats)
+    # the same step again where glibc keeps freed memory: what is left above the matmuls
+    # without the page faults is our own code's overhead
+    kept = _call(isolate, time_steps, name, list(sizes), batch, repeats,
+                 env=KEEP_MEMORY) if isolate else None
     log(f"[{name}] step and its matmuls, project, restore: {repeats} calls each "
         f"({time.perf_counter() - t0:.1f} s)")
     timings = {**steps["timings"], **fix["timings"]}
+    if kept is not None:
+        timings["step_kept"] = kept["timings"]["step"]
+        timings["products_kept"] = kept["timings"]["products"]
     peaks = {**steps["peak_bytes"], **fix["peak_bytes"]}
     out = {"dtype": name, "sizes": list(sizes), "batch": batch, "n_params": steps["n_params"],
            "repeats": repeats, "products_flops": steps["products_flops"], "timings": timings,
            "peak_bytes": peaks}
     med = {k: v["median_s"] for k, v in timings.items()}
     out["step_over_products"] = med["step"] / med["products"]
+    if kept is not None:
+        out["step_over_products_kept"] = med["step_kept"] / med["products_kept"]
     out["project_over_step"] = med["project"] / med["step"]
     out["restore_over_step"] = med["restore"] / med["step"]
     out["products_gflops"] = steps["products_flops"] / med["products"] / 1e9
@@ -403,8 +429,12 @@ def format_table(results):
                   "products": "  its matmuls alone (floor)",
                   "project": f"project (keep 0, n = {r['batch']})",
                   "project_refine0": "  the same, refine=0",
-                  "restore": "restore, one iteration"}
+                  "restore": "restore, one iteration",
+                  "step_kept": "step, glibc keeping memory",
+                  "products_kept": "  its matmuls, likewise"}
         for key, label in labels.items():
+            if key not in t:
+                continue
             lines.append(f"{label:<28}{_ms(t[key]['median_s']):>10}{_ms(t[key]['min_s']):>9}"
                          f"{t[key]['median_s'] / step:>8.2f}{t[key]['faults']:>8}"
                          f"{_ms(t[key]['faults'] * m['page_fault_s']):>10}"
@@ -415,6 +445,9 @@ def format_table(results):
                      f"{r['products_gflops']:.1f} GFLOP/s)   project / step = "
                      f"{r['project_over_step']:.2f} (best-of: {best['project'] / best['step']:.2f})"
                      f"   peak project / step = {r['project_peak_over_step']:.2f}")
+        if "step_over_products_kept" in r:
+            lines.append(f"step / its matmuls with glibc keeping freed memory "
+                         f"({KEEP_MEMORY['GLIBC_TUNABLES']}) = {r['step_over_products_kept']:.2f}")
         lines.append("(~fault ms = faults x the cost of one fault measured alone: an upper estimate)")
         lines += ["", f"{'constraints n':>13}{'Gram ms':>10}{'dense ms':>11}{'speed-up':>10}"
                       f"{'Gram MiB':>10}{'dense MiB':>11}  note"]

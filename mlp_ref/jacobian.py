@@ -239,6 +239,8 @@ class GramSolver:
         self.inv = np.zeros_like(lam)
         self.inv[keep] = 1.0 / lam[keep]
         self.rank = int(keep.sum())
+        # the condition number of the part we invert: largest over smallest kept eigenvalue
+        self.cond = float(lam[-1] / lam[keep][0]) if self.rank else 1.0
 
     def __call__(self, rhs):
         return self.V @ (self.inv * (self.V.T @ rhs))

@@ -83,6 +83,11 @@ def _keys(d):
     return f"keys {list(d)}" if isinstance(d, dict) else _checks.describe(d)
 
 
+def _max_abs(a):
+    """max |a| without the temporary array np.abs(a) would allocate."""
+    return max(float(a.max()), -float(a.min())) if a.size else 0.0
+
+
 def _count_nonfinite(a):
     """'2 NaN, 1 inf' for an array holding them."""
     nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
@@ -150,14 +155,20 @@ class Model:
                              f"{np.finfo(self.dtype).max:.3g}), got {lr}")
         D = _checks.param_dict("D", D, self.param_shapes, self.dtype)
         with np.errstate(over="ignore", invalid="ignore"):
-            new = {key: self.params[key] - step * d for key, d in D.items()}
-        broken = [key for key, v in new.items() if not np.isfinite(v).all()]
+            updates = {key: step * d for key, d in D.items()}      # lr * D: one temporary each
+        # theta - u stays finite when |theta| + |u| does; max |x| = max(x.max(), -x.min())
+        # needs no temporary, and only a parameter that fails this bound is checked in full
+        top = np.finfo(self.dtype).max
+        broken = [key for key, u in updates.items()
+                  if not (np.isfinite(u).all()
+                          and _max_abs(self.params[key]) + _max_abs(u) <= top
+                          or np.isfinite(self.params[key] - u).all())]
         if broken:
             raise ValueError(f"lr: theta - lr * D would make {', '.join(broken)} overflow to inf/NaN "
                              f"(lr = {lr:g}, max |D[{broken[0]!r}]| = {np.abs(D[broken[0]]).max():.3g}); "
                              f"nothing was changed. Use a smaller lr")
-        for key, v in new.items():
-            self.params[key][...] = v
+        for key, u in updates.items():
+            self.params[key] -= u               # in place: references to params stay valid
         return self
 
 
@@ -336,7 +347,11 @@ class MLP(Model):
         da = stages["dout"]
         for l in range(self.depth, 0, -1):
             act = self._acts[l - 1]
-            dz = da if act.name == "identity" else da * act.df(record.z[l], record.a[l])
+            if act.name == "identity":
+                dz = da
+            else:                                # dz_l = da_l * f'(z_l), written into the
+                dz = act.df(record.z[l], record.a[l])        # fresh array f' returns
+                dz *= da
             stages[f"dz{l}"] = dz
             if param_grads:
                 stages[f"dW{l}"] = record.a[l - 1].T @ dz

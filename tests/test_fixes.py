@@ -273,3 +273,15 @@ def test_project_with_a_dead_relu_row_is_sensible():
     g = fixes.naive(net, X, G_QUESTION)
     assert relative_residual(J, D, g) <= 1e-10
     assert all(np.all(np.isfinite(v)) for v in D.values())
+
+
+def test_automatic_refinement_runs_exactly_where_the_gram_is_ill_conditioned():
+    from mlp_ref.fixes import REFINE_ABOVE
+    for name, refines in (("seed", True), ("visible", False)):
+        net, X, _ = SETUPS[name]()
+        solver = jacobian.GramSolver(jacobian.OutputJacobian(net, X, [0]).gram())
+        eps = np.finfo(float).eps
+        assert bool(eps * solver.cond > REFINE_ABOVE) == refines, name
+        auto = fixes.project(net, X, G_QUESTION)
+        forced = fixes.project(net, X, G_QUESTION, refine=1 if refines else 0)
+        assert all(np.array_equal(auto[k], forced[k]) for k in auto)

@@ -26,7 +26,7 @@ section("1. The projected direction", """
     fixes.project(net, X, G) returns D = g - J1^T (J1 J1^T)^+ J1 g, where J1 (n, P) is the
     Jacobian of out1 over the batch. J1 . D is the first-order change of out1 along D: on the
     visible setup J1 . g is about 49 (that is what moved out1 in tutorial 02), and J1 . D is
-    round-off, below 1e-13. The part removed, g - D = J1^T alpha, is orthogonal to D (their
+    round-off, below 1e-12. The part removed, g - D = J1^T alpha, is orthogonal to D (their
     cosine is round-off): D is the orthogonal projection of g onto the null space of J1, the
     closest direction to g that does not move out1 to first order. It keeps about 84% of g's
     length.""")
