@@ -128,9 +128,10 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=None):
     |J D| ~ 1e-8 |J g|. A ``refine`` pass projects the remainder J D once more with the same
     factorised Gram (iterative refinement), which multiplies the error by about
     eps * cond(J J^T); one pass brings the seed problem to ~1e-13. ``refine=None`` (the
-    default) takes that pass only where it is needed, when eps * cond(J J^T) > 1e-10: the
-    visible network (cond ~ 4e3) and the benchmark's (cond ~ 13) are exact to ~1e-15
-    without it, and the pass would cost as much as a third of the projection.
+    default) takes that pass only where it is needed, when cond(J J^T) > 1e6, i.e. when the
+    first solve loses more than six digits to conditioning: the visible network (cond ~ 4e3)
+    and the benchmark's (cond ~ 13) are at round-off without it, and the pass would cost as
+    much as a third of the projection.
     """
     D = _checks.param_dict("D", D, net.param_shapes, net.dtype)
     keep_X = _checks.matrix("keep_X", keep_X, net.dtype, width=net.sizes[0],
@@ -143,8 +144,8 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=None):
     return _refine(J, solve, D, refine)
 
 
-#: ``refine=None`` refines once when eps * cond(J J^T) exceeds this (see ``nullspace``).
-REFINE_ABOVE = 1e-10
+#: ``refine=None`` refines once when cond(J J^T) exceeds this (see ``nullspace``).
+REFINE_ABOVE_COND = 1e6
 
 
 def _check_refine(refine):
@@ -160,7 +161,7 @@ def _refine(J, solve, D, passes):
     spares a second set of arrays as large as the parameters).
     """
     if passes is None:
-        passes = int(np.finfo(solve.V.dtype).eps * solve.cond > REFINE_ABOVE)
+        passes = int(solve.cond > REFINE_ABOVE_COND)
     for _ in range(passes):
         for l, E in J.weighted_signals(solve(J.matvec(D))).items():
             D[f"W{l}"] -= J.inputs[l].T @ E          # J^T alpha, one layer at a time: only one

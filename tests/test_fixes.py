@@ -276,12 +276,11 @@ def test_project_with_a_dead_relu_row_is_sensible():
 
 
 def test_automatic_refinement_runs_exactly_where_the_gram_is_ill_conditioned():
-    from mlp_ref.fixes import REFINE_ABOVE
+    from mlp_ref.fixes import REFINE_ABOVE_COND
     for name, refines in (("seed", True), ("visible", False)):
         net, X, _ = SETUPS[name]()
         solver = jacobian.GramSolver(jacobian.OutputJacobian(net, X, [0]).gram())
-        eps = np.finfo(float).eps
-        assert bool(eps * solver.cond > REFINE_ABOVE) == refines, name
+        assert (solver.cond > REFINE_ABOVE_COND) == refines, name
         auto = fixes.project(net, X, G_QUESTION)
         forced = fixes.project(net, X, G_QUESTION, refine=1 if refines else 0)
         assert all(np.array_equal(auto[k], forced[k]) for k in auto)
