@@ -52,7 +52,12 @@ def cmd_figures(args):
     if unknown:
         print(f"--only: unknown figures {unknown}; known: {', '.join(FIGURES)}", file=sys.stderr)
         return 2
-    write_all(args.out, names=args.only or None)
+    try:
+        write_all(args.out, names=args.only or None)
+    except OSError as exc:
+        print(f"--out: cannot write figures into {args.out!r} ({exc.strerror or exc})",
+              file=sys.stderr)
+        return 2
     return 0
 
 
@@ -64,10 +69,38 @@ def cmd_bench(args):
 
 
 def _int_list(text):
+    """--sizes: at least two positive whole numbers, comma-separated."""
     try:
-        return [int(v) for v in text.split(",")]
+        sizes = [int(v) for v in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}")
+    if len(sizes) < 2 or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"expected at least two positive widths, e.g. 784,512,10, "
+                                         f"got {text!r}")
+    return sizes
+
+
+def _whole(minimum):
+    """An argparse type: a whole number >= minimum."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
+        return value
+    return parse
+
+
+def _nonnegative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
 
 
 COMMANDS = {
@@ -86,11 +119,11 @@ def build_parser():
                     "every fix, measured.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("table", help=COMMANDS["table"][1])
-    p.add_argument("--steps", type=_positive, default=100, help="steps of the long runs (default 100)")
+    p.add_argument("--steps", type=_whole(1), default=100, help="steps of the long runs (default 100)")
     p = sub.add_parser("replay", help=COMMANDS["replay"][1])
-    p.add_argument("--precision", type=int, default=4, help="digits printed (default 4)")
+    p.add_argument("--precision", type=_whole(0), default=4, help="digits printed (default 4)")
     p = sub.add_parser("stages", help=COMMANDS["stages"][1])
-    p.add_argument("--precision", type=int, default=4, help="digits printed (default 4)")
+    p.add_argument("--precision", type=_whole(0), default=4, help="digits printed (default 4)")
     p = sub.add_parser("figures", help=COMMANDS["figures"][1])
     p.add_argument("--out", default="figures", help="output folder (default: figures)")
     p.add_argument("--only", nargs="+", default=[], metavar="NAME",
@@ -98,22 +131,15 @@ def build_parser():
     p = sub.add_parser("bench", help=COMMANDS["bench"][1])
     p.add_argument("--sizes", type=_int_list, default=[784, 512, 512, 10],
                    help="layer widths (default: 784,512,512,10)")
-    p.add_argument("--batch", type=int, default=256, help="rows of X (default 256)")
-    p.add_argument("--repeats", type=int, default=15, help="timed calls per measurement (default 15)")
-    p.add_argument("--dense-repeats", type=int, default=3,
+    p.add_argument("--batch", type=_whole(1), default=256, help="rows of X (default 256)")
+    p.add_argument("--repeats", type=_whole(1), default=15, help="timed calls per measurement (default 15)")
+    p.add_argument("--dense-repeats", type=_whole(1), default=3,
                    help="timed calls of the dense-Jacobian sweep (default 3)")
-    p.add_argument("--dense-limit-gib", type=float, default=2.0,
+    p.add_argument("--dense-limit-gib", type=_nonnegative_float, default=2.0,
                    help="skip the dense Jacobian above this size (default 2 GiB)")
     p.add_argument("--dtype", choices=["float64", "float32", "both"], default="both")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     return parser
-
-
-def _positive(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text}")
-    return value
 
 
 def main(argv=None):

@@ -2,7 +2,7 @@ import os
 import subprocess
 import sys
 
-import numpy as np
+import pytest
 
 from mlp_ref import cli
 
@@ -59,3 +59,30 @@ def test_import_does_not_pull_in_matplotlib():
     code = "import sys, mlp_ref, mlp_ref.experiments; print('matplotlib' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.stdout.strip() == "False", res.stderr
+
+
+BAD_ARGS = [
+    (["stages", "--precision", "-1"], "--precision"),
+    (["table", "--steps", "0"], "--steps"),
+    (["table", "--steps", "x"], "--steps"),
+    (["bench", "--batch", "0"], "--batch"),
+    (["bench", "--repeats", "0"], "--repeats"),
+    (["bench", "--sizes", "5"], "--sizes"),
+    (["bench", "--sizes", "3,x"], "--sizes"),
+    (["bench", "--dense-limit-gib", "-1"], "--dense-limit-gib"),
+    (["bench", "--dtype", "float16"], "--dtype"),
+    (["nonsense"], "invalid choice"),
+]
+
+
+@pytest.mark.parametrize("argv, named", BAD_ARGS, ids=[" ".join(a) for a, _ in BAD_ARGS])
+def test_bad_command_lines_are_refused_naming_the_option(argv, named, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert info.value.code == 2
+    assert named in capsys.readouterr().err
+
+
+def test_figures_into_an_unwritable_folder_says_so(capsys):
+    assert cli.main(["figures", "--out", "/proc/no/such/folder", "--only", "seed_problem.png"]) == 2
+    assert "--out: cannot write figures into '/proc/no/such/folder'" in capsys.readouterr().err
