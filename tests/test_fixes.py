@@ -284,3 +284,28 @@ def test_automatic_refinement_runs_exactly_where_the_gram_is_ill_conditioned():
         auto = fixes.project(net, X, G_QUESTION)
         forced = fixes.project(net, X, G_QUESTION, refine=1 if refines else 0)
         assert all(np.array_equal(auto[k], forced[k]) for k in auto)
+
+
+def test_all_zero_constraint_rows_and_an_all_zero_gram():
+    # a relu output that is dead (negative pre-activation) on some rows has all-zero Jacobian
+    # rows there; on rows where every kept output is dead the whole Gram is zero
+    net = mr.MLP([2, 3, 2], hidden="tanh", output="relu", init_std=1.0, seed=9)
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    z_out = net.forward(X).z[2][:, 0]
+    dead, alive = X[z_out < 0], X[z_out > 0]
+    assert len(dead) and len(alive)
+    G = np.random.default_rng(1).normal(size=(6, 2))
+    g = fixes.naive(net, X, G)
+    assert np.abs(flatten(g)).max() > 0
+    # only dead rows: J = 0, nothing to remove, D = g exactly
+    D = fixes.project(net, X, G, keep_X=dead)
+    assert all(np.array_equal(D[k], g[k]) for k in g)
+    # dead rows mixed with live ones: the zero rows are dropped, the live ones held
+    D = fixes.project(net, X, G, keep_X=np.vstack([dead, alive]))
+    J = fd_jacobian(net, np.vstack([dead, alive]), [0])
+    assert np.all(J[: len(dead)] == 0.0)
+    assert relative_residual(J, D, g) <= 1e-10
+    # restore with nothing it can move reports it instead of looping or raising
+    ref = net(dead)[:, 0] + 1.0
+    report = fixes.restore(net.copy(), dead, ref, max_iter=3)
+    assert not report.converged and report.iterations == 3
