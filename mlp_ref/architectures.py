@@ -102,8 +102,22 @@ def _structure(net, sizes):
 
 
 class _Composed(Model):
-    """What SplitHeads and TwoTower share beyond ``network.Model``: the activation names
-    they were built with, and a copy that duplicates the one storage, ``params``."""
+    """What SplitHeads and TwoTower share beyond ``network.Model``: being built from an MLP
+    (``_build``, which each defines), the activation names they were built with, and a copy
+    that duplicates the one storage, ``params``."""
+
+    @classmethod
+    def _from(cls, net, groups):
+        if not isinstance(net, MLP):
+            raise TypeError(f"net: expected an MLP, got {_checks.describe(net)}")
+        model = object.__new__(cls)
+        model._build(net.copy(), groups)        # the copy is ours to consume; net is untouched
+        return model
+
+    def _take_structure(self, net):
+        self.sizes = list(net.sizes)
+        self.dtype = net.dtype
+        self._activations = net.activations
 
     @property
     def activations(self):
@@ -153,7 +167,7 @@ class SplitHeads(_Composed):
     def __init__(self, sizes, heads=([0], [1]), hidden="sigmoid", output="identity", init_std=0.1,
                  seed=0, dtype=np.float64):
         net = MLP(sizes, hidden=hidden, output=output, init_std=init_std, seed=seed, dtype=dtype)
-        self._split(net, heads)
+        self._build(net, heads)
 
     @classmethod
     def from_mlp(cls, net, heads=([0], [1])):
@@ -161,19 +175,13 @@ class SplitHeads(_Composed):
 
         The result computes the same outputs as ``net``, to the last bit.
         """
-        if not isinstance(net, MLP):
-            raise TypeError(f"net: expected an MLP, got {_checks.describe(net)}")
-        model = object.__new__(cls)
-        model._split(net.copy(), heads)
-        return model
+        return cls._from(net, heads)
 
-    def _split(self, net, heads):
+    def _build(self, net, heads):
         """Take ``net``'s parameters (net is ours to consume) and split its last layer."""
         L = net.depth
         self.heads = check_groups("heads", heads, net.sizes[-1])
-        self.sizes = list(net.sizes)
-        self.dtype = net.dtype
-        self._activations = net.activations
+        self._take_structure(net)
         W, b = net.params[f"W{L}"], net.params[f"b{L}"]
         self.params = {k: v for k, v in net.params.items() if k not in (f"W{L}", f"b{L}")}
         for j, cols in enumerate(self.heads):
@@ -326,18 +334,13 @@ class TwoTower(_Composed):
         Every tower starts with ``net``'s trunk, so the model starts as the same function
         as ``net`` (to rounding: a product with fewer columns may round differently).
         """
-        if not isinstance(net, MLP):
-            raise TypeError(f"net: expected an MLP, got {_checks.describe(net)}")
-        model = object.__new__(cls)
-        model._build(net, groups)
-        return model
+        return cls._from(net, groups)
 
     def _build(self, net, groups):
+        """One tower per group from ``net``'s parameters (copied: towers share nothing)."""
         L = net.depth
         self.groups = check_groups("groups", groups, net.sizes[-1])
-        self.sizes = list(net.sizes)
-        self.dtype = net.dtype
-        self._activations = net.activations
+        self._take_structure(net)
         self.params = {}
         self._templates = []
         for k, cols in enumerate(self.groups):
