@@ -263,9 +263,7 @@ def tangent_kernel_by_layer(net, X, i=0, j=1):
     """
     jac = OutputJacobian(net, X, keep=[i, j] if i != j else [i])
     a, b = (0, 1) if i != j else (0, 0)
-    shares = {}
-    for l, S in jac.signals.items():
-        A = jac.inputs[l]
-        shares[l] = (S[:, a, :] @ S[:, b, :].T) * (A @ A.T + 1.0)
+    shares = {l: (S[:, a, :] @ S[:, b, :].T) * jac.input_kernels()[l]
+              for l, S in jac.signals.items()}
     shares["total"] = sum(shares[l] for l in jac.signals)
     return shares
