@@ -403,9 +403,9 @@ def format_replay(rows, precision=4):
     return "\n".join(lines)
 
 
-# -- teaching figures (phase 1) --
-# Results for the figures of plots.py that do not need mlp_ref.fixes: the stages of backprop,
-# the entries that the two pure-gradient fixes zero, and a two-parameter picture of projection.
+# -- the stages of backprop, and a two-parameter picture of projection -------------------------
+# The stages of backprop, the entries that the two pure-gradient fixes zero, and a toy small
+# enough to draw its parameter plane.
 
 def backprop_stages(net, X, G=G_QUESTION, mask=(0.0, 1.0), trainable=("W2", "b2")):
     """Every forward and backward stage of ``net`` on X for G, and which entries two fixes zero.
@@ -534,10 +534,9 @@ def projection_geometry(theta0=(0.0, 0.6), lr=1.0, lrs=None, toy=None, n_restore
             "lrs": lrs, "drift": drift, "slopes": slopes}
 
 
-# -- teaching figures (phase 2) --
-# What the tutorials 02-06 and the figures of phase 2 need and no function above returns: the
-# weights a step moves, the first-order prediction of out1's drift, and the order of a drift in
-# lr, measured by a fitted log-log slope.
+# -- what a step moves, and the measured order of each drift -------------------------------------
+# The weights a step moves, the first-order prediction of out1's drift, and the order of a
+# drift in lr, measured by a fitted log-log slope.
 
 def weight_changes(setup="seed", rules=("naive", "masked", "freeze", "project"), lr=None,
                    G=G_QUESTION):

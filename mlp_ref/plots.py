@@ -396,7 +396,7 @@ def projection_geometry(result, axes=None, grid=241):
     return fig
 
 
-# == phase 2: every fix, measured =================================================================
+# == every fix, measured =========================================================================
 #: How each fix is named in a legend or a panel title.
 FIX_LABELS = {"naive": "naive", "masked": "mask [0, 1]", "freeze": "freeze (var_list)",
               "heads": "separate heads", "towers": "two towers", "project": "project",

@@ -209,7 +209,7 @@ def test_zeroed_by_rule_sees_the_rule_not_G():
     assert set(keep_W2) == {"dW1", "db1", "db2"} and all(np.all(m) for m in keep_W2.values())
 
 
-# -- phase 2: every fix, measured ------------------------------------------------------------------
+# -- every fix, measured --------------------------------------------------------------------------
 from mlp_ref.plots import ZERO_FLOOR                               # noqa: E402  (imports matplotlib)
 
 
@@ -239,7 +239,7 @@ def order_result():
     return experiments.optimizer_order("visible")
 
 
-def test_phase2_plot_functions_return_figures_with_their_axes(
+def test_fix_plot_functions_return_figures_with_their_axes(
         plots, changes, drift_results, traj, slice_result, order_result):
     kernels = [experiments.tangent_kernel("seed"), experiments.tangent_kernel("visible")]
     expected = [
@@ -256,7 +256,7 @@ def test_phase2_plot_functions_return_figures_with_their_axes(
         assert fig.get_suptitle()                               # every figure states its takeaway
 
 
-def test_phase2_plot_functions_draw_into_given_axes(plots, traj, order_result):
+def test_fix_plot_functions_draw_into_given_axes(plots, traj, order_result):
     from matplotlib.figure import Figure
     fig = Figure()
     assert plots.optimizer_order(order_result, axes=fig.subplots(1, 3)) is fig
