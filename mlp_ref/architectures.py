@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _checks
-from .network import MLP, Backward, Forward, Model
+from .network import MLP, Backward, Model
 
 
 def check_groups(name, groups, K):
