@@ -21,8 +21,9 @@ def describe(x):
     return f"{type(x).__name__} {reprlib.repr(x)}"   # reprlib: a huge list prints as [1, 2, ...]
 
 
-def as_array(name, x, dtype):
-    """``x`` as a numeric ndarray of ``dtype``, finite everywhere."""
+def as_array(name, x, dtype, finite=True):
+    """``x`` as a numeric ndarray of ``dtype``, finite everywhere (unchecked if not ``finite``:
+    for a caller that checks its own results, and calls again with ``finite`` for the message)."""
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{name}: expected a numeric array, got {describe(x)}")
     try:
@@ -34,6 +35,8 @@ def as_array(name, x, dtype):
         raise TypeError(f"{name}: expected a numeric array, got {describe(x)}")
     if np.iscomplexobj(arr):
         raise TypeError(f"{name}: expected real numbers, got {describe(arr)}")
+    if not finite:
+        return arr.astype(dtype, copy=False)
     _all_finite(name, arr, "expected finite values")
     # A narrowing cast is checked again, with its own message: 1e300 is finite but becomes
     # inf in float32, and "expected finite values, got inf" would blame a value nobody wrote.
@@ -137,8 +140,9 @@ def real(name, x, *, low=None, low_inclusive=True):
     return x
 
 
-def param_dict(name, D, shapes, dtype, require_all=True):
-    """A dict with exactly the keys of ``shapes``, each a finite array of that shape.
+def param_dict(name, D, shapes, dtype, require_all=True, finite=True):
+    """A dict with exactly the keys of ``shapes``, each a finite array of that shape
+    (finiteness unchecked if not ``finite``, as in ``as_array``).
 
     Returns a new dict of arrays converted to ``dtype``; nothing of ``D`` is modified.
     """
@@ -153,7 +157,7 @@ def param_dict(name, D, shapes, dtype, require_all=True):
         raise ValueError(f"{name}: missing keys {missing}; expected keys {list(shapes)}")
     out = {}
     for key in D:
-        arr = as_array(f"{name}[{key!r}]", D[key], dtype)
+        arr = as_array(f"{name}[{key!r}]", D[key], dtype, finite)
         if arr.shape != shapes[key]:
             raise ValueError(f"{name}[{key!r}]: expected shape {shapes[key]}, got shape {arr.shape}")
         out[key] = arr

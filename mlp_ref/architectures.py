@@ -127,6 +127,7 @@ class _Composed(Model):
         """An independent deep copy: stepping the copy leaves this model untouched."""
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
+        new.__dict__.pop("_buffers", None)       # step's scratch arrays: each copy makes its own
         new.params = {k: v.copy() for k, v in self.params.items()}
         return new
 

@@ -209,14 +209,15 @@ def _first_pass_on_batch(net, X, G, keep, rcond):
     """J on X (sharing one forward record), its Gram solver, and D = g - J^T (J J^T)^+ J g."""
     record = net.forward(X)
     J = OutputJacobian(net, keep=keep, record=record)
-    solve = GramSolver(J.gram(), _rcond(rcond))
     stages = net.backward(record, G, input_grad=False, param_grads=False).stages
-    dz = {l: stages[f"dz{l}"] for l in range(1, net.depth + 1)}    # G's per-sample signals
-    alpha = solve(J.matvec_gradient(dz))
-    signals = J.weighted_signals(alpha)
-    for l in signals:                         # E_l = dz_l - sum_j alpha_j S_l,j, written over the
-        np.subtract(dz[l], signals[l], out=signals[l])    # weighted signals (ours): no new arrays
-    return J, solve, J.from_signals(signals)
+    E = {l: stages[f"dz{l}"] for l in range(1, net.depth + 1)}    # G's per-sample signals dz_l
+    del record, stages         # J holds the layer inputs; the z_l and da_l are not needed again,
+                               # and letting them go now lowers the projection's peak memory
+    solve = GramSolver(J.gram(), _rcond(rcond))
+    alpha = solve(J.matvec_gradient(E))
+    for l, weighted in J.weighted_signals(alpha).items():
+        E[l] -= weighted       # E_l = dz_l - sum_j alpha_j S_l,j, written over dz_l (ours)
+    return J, solve, J.from_signals(E)
 
 
 def penalty(net, X, G, keep=(0,), ref=None, lam=10.0):

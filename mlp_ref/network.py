@@ -83,11 +83,6 @@ def _keys(d):
     return f"keys {list(d)}" if isinstance(d, dict) else _checks.describe(d)
 
 
-def _max_abs(a):
-    """max |a| without the temporary array np.abs(a) would allocate."""
-    return max(float(a.max()), -float(a.min())) if a.size else 0.0
-
-
 def _count_nonfinite(a):
     """'2 NaN, 1 inf' for an array holding them."""
     nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
@@ -153,23 +148,43 @@ class Model:
             raise ValueError(f"lr: expected a value representable in {self.dtype} "
                              f"(between {np.finfo(self.dtype).smallest_subnormal:.3g} and "
                              f"{np.finfo(self.dtype).max:.3g}), got {lr}")
-        D = _checks.param_dict("D", D, self.param_shapes, self.dtype)
+        # keys, shapes and types now; finiteness below, on the new values, which are finite
+        # only if D is: one pass over the arrays fewer than checking D first
+        checked = _checks.param_dict("D", D, self.param_shapes, self.dtype, finite=False)
+        new = self._step_buffers()
         with np.errstate(over="ignore", invalid="ignore"):
-            updates = {key: step * d for key, d in D.items()}      # lr * D: one temporary each
-        # theta - u stays finite when |theta| + |u| does; max |x| = max(x.max(), -x.min())
-        # needs no temporary, and only a parameter that fails this bound is checked in full
-        top = np.finfo(self.dtype).max
-        broken = [key for key, u in updates.items()
-                  if not (np.isfinite(u).all()
-                          and _max_abs(self.params[key]) + _max_abs(u) <= top
-                          or np.isfinite(self.params[key] - u).all())]
+            for key, d in checked.items():          # new = theta - lr * D, in two in-place passes
+                np.multiply(d, step, out=new[key])
+                np.subtract(self.params[key], new[key], out=new[key])
+        # an array is finite exactly when its smallest and largest entries are (a NaN anywhere
+        # makes both NaN): two reductions, no temporary array of booleans
+        broken = [key for key, v in new.items()
+                  if not (np.isfinite(v.min()) and np.isfinite(v.max()))]
         if broken:
+            _checks.param_dict("D", D, self.param_shapes, self.dtype)     # NaN/inf in D: say so
             raise ValueError(f"lr: theta - lr * D would make {', '.join(broken)} overflow to inf/NaN "
-                             f"(lr = {lr:g}, max |D[{broken[0]!r}]| = {np.abs(D[broken[0]]).max():.3g}); "
-                             f"nothing was changed. Use a smaller lr")
-        for key, u in updates.items():
-            self.params[key] -= u               # in place: references to params stay valid
+                             f"(lr = {lr:g}, max |D[{broken[0]!r}]| = "
+                             f"{np.abs(checked[broken[0]]).max():.3g}); nothing was changed. "
+                             f"Use a smaller lr")
+        for key, v in new.items():
+            np.copyto(self.params[key], v)       # in place: references to params stay valid
         return self
+
+    def _step_buffers(self):
+        """One array per parameter, where ``step`` computes the new values before copying them in.
+
+        Kept from one step to the next. Why: a step's new values are as large as the network
+        (5 MiB for [784, 512, 512, 10] in float64). Fresh arrays every step would be handed
+        back to the operating system by the C allocator after each step and page-faulted in
+        again on the next, which costs more than the arithmetic (``python -m mlp_ref bench``
+        counts the faults). Made again if the parameters' shapes or dtype change.
+        """
+        buffers = self.__dict__.get("_buffers")
+        if buffers is None or list(buffers) != list(self.params) or any(
+                b.shape != p.shape or b.dtype != p.dtype
+                for b, p in zip(buffers.values(), self.params.values())):
+            buffers = self._buffers = {k: np.empty_like(p) for k, p in self.params.items()}
+        return buffers
 
 
 class MLP(Model):
@@ -250,6 +265,7 @@ class MLP(Model):
         """An independent deep copy: stepping the copy leaves this network untouched."""
         new = object.__new__(MLP)
         new.__dict__.update(self.__dict__)
+        new.__dict__.pop("_buffers", None)       # step's scratch arrays: each copy makes its own
         new._acts = list(self._acts)
         new.sizes = list(self.sizes)
         new.params = {k: v.copy() for k, v in self.params.items()}
@@ -259,7 +275,8 @@ class MLP(Model):
     def _layers(self, a, start=1):
         """Run layers start .. L from their input a = a_{start-1}; yield (l, z_l, a_l)."""
         for l in range(start, self.depth + 1):
-            z = a @ self.params[f"W{l}"] + self.params[f"b{l}"]
+            z = a @ self.params[f"W{l}"]
+            z += self.params[f"b{l}"]            # in place: a @ W + b would allocate z twice
             a = self._acts[l - 1].f(z)
             yield l, z, a
 

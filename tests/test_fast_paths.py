@@ -115,3 +115,66 @@ def test_restore_with_a_shared_record_gives_the_same_network():
         plain.step(J.rmatvec(jacobian.GramSolver(J.gram())(r)), 1.0)
     for k in net.params:
         assert np.array_equal(restored.params[k], plain.params[k])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_step_through_its_kept_buffers_is_theta_minus_lr_D_bit_for_bit(dtype):
+    net, X, G = bench.problem([12, 9, 7, 4], 10, dtype=dtype, seed=1)
+    plain = {k: v.copy() for k, v in net.params.items()}
+    held = dict(net.params)
+    lr = dtype(0.3)
+    for _ in range(3):                                   # the buffers are reused from step 2 on
+        D = net.gradient(X, G)
+        net.step(D, 0.3)
+        for k in plain:
+            plain[k] = plain[k] - lr * D[k]               # the plain expression, fresh arrays
+            assert net.params[k].dtype == dtype
+            assert np.array_equal(net.params[k], plain[k]), k
+            assert net.params[k] is held[k]               # updated in place
+    for k, buffer in net._buffers.items():               # kept, and never a parameter itself
+        assert buffer.shape == net.params[k].shape and not np.shares_memory(buffer, net.params[k])
+
+
+def test_a_copy_steps_with_buffers_of_its_own():
+    net, X, G = bench.problem([12, 9, 7, 4], 10, seed=1)
+    net.step(net.gradient(X, G), 0.1)                    # net now has its buffers
+    twin = net.copy()
+    before = {k: v.copy() for k, v in net.params.items()}
+    twin.step(twin.gradient(X, G), 0.1)
+    assert all(np.array_equal(net.params[k], before[k]) for k in before)
+    assert all(not np.shares_memory(twin._buffers[k], net._buffers[k]) for k in before)
+
+
+def test_step_buffers_follow_parameters_replaced_by_hand():
+    net = mr.MLP([3, 4, 2], seed=0)
+    net.step({k: np.ones_like(v) for k, v in net.params.items()}, 0.5)
+    net.params["W1"] = np.zeros((3, 4))                  # a new array, same shape: buffers still fit
+    net.step({k: np.ones_like(v) for k, v in net.params.items()}, 0.5)
+    assert np.array_equal(net.params["W1"], np.full((3, 4), -0.5))
+
+
+@pytest.mark.parametrize("name, net, X, G", PROBLEMS, ids=IDS)
+@pytest.mark.parametrize("keep", [[0], [0, 1]])
+def test_the_full_rank_solve_equals_the_eigendecomposition(name, net, X, G, keep):
+    gram = OutputJacobian(net, X, keep).gram()
+    solver = jacobian.GramSolver(gram)
+    lam, V = np.linalg.eigh(gram)                         # the pseudo-inverse, written out
+    kept = lam > solver.rcond * lam[-1]
+    eps = np.finfo(gram.dtype).eps
+    # the eigenvalues with and without eigenvectors agree to eps * max(lam); a ratio, to cond * eps
+    assert solver.rank == kept.sum()
+    assert abs(solver.cond / (lam[-1] / lam[kept][0]) - 1) <= 64 * eps * solver.cond
+    rhs = np.random.default_rng(0).normal(size=gram.shape[0])
+    plain = V[:, kept] @ ((V[:, kept].T @ rhs) / lam[kept])
+    if solver.rank == gram.shape[0]:                     # the LU path: same alpha up to cond * eps
+        assert solver.gram is gram
+        assert rel(solver(rhs), plain) <= 64 * eps * solver.cond
+    else:
+        assert solver.gram is None and rel(solver(rhs), plain) <= RTOL
+
+
+def test_a_rank_deficient_gram_takes_the_eigendecomposition():
+    net, X, _ = SETUPS["visible"]()
+    X2 = np.vstack([X[:3], X[:3]])                       # every constraint twice
+    solver = jacobian.GramSolver(OutputJacobian(net, X2, [0]).gram())
+    assert solver.rank == 3 and solver.gram is None
