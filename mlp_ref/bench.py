@@ -16,18 +16,24 @@ Timing: ``time.perf_counter`` around each call, after a warm-up call, ``repeats`
 median reported. Functions compared with each other are run *interleaved* (one call of each per
 round) so that a burst of load from another process slows them all alike and their ratio stays
 honest; each group (the step and its matmuls; the fixes; each sweep row) runs in a fresh Python
-process, so that what one group leaves in the C allocator cannot change the next (``_call``). Peak memory: ``tracemalloc`` in a separate run (NumPy reports its array buffers to
-tracemalloc; BLAS's own work space is not seen). Faults: the minor page faults per call
-(``getrusage``), the cost of memory the allocator took fresh from the operating system. Where
-first touches are slow (a virtual machine: ~3 us a page), they are most of what a step costs
-above its matmuls: glibc hands the step's ~13 MiB of records and gradients back to the system
-after every call, and the next call faults them in again.
+process, so that what one group leaves in the C allocator cannot change the next (``_call``).
+Peak memory: ``tracemalloc`` in a separate run (NumPy reports its array buffers to tracemalloc;
+BLAS's own work space is not seen).
 
+Faults, and the two allocator settings: every NumPy expression allocates its result, and a step
+or a projection frees ~13 MiB of records, stages and gradients when it returns. By default glibc
+hands free memory at the top of its heap back to the operating system, and the next call takes
+it back one 4 KiB page at a time: a minor page fault, ~3 us each in a virtual machine, counted
+per call (``getrusage``). Whether a loop pays them depends on the heap's layout, not on the
+arithmetic. So the step and the fixes are timed twice, each time in a fresh process: with
+glibc's defaults, and after ``keep_freed_memory()``, where freed memory is reused and faults all
+but vanish. The first is what a plain ``python`` gets; the second is what our own code costs.
 Results are plain dicts and lists (``run``), JSON-ready (``--json PATH``); the table is ``format_table``;
 ``projection_cost_data`` extracts the arrays of the projection-cost figure (``plots.projection_cost``).
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import platform
@@ -233,17 +239,20 @@ def time_steps(dtype, sizes=SIZES, batch=BATCH, repeats=15):
     def step():
         net.step(net.gradient(X, G), LR)
 
+    timings = time_interleaved({"step": step, "products": products}, repeats)
     return {"n_params": net.n_params, "products_flops": flops,
-            "timings": time_interleaved({"step": step, "products": products}, repeats),
+            "timings": _with_floor(timings, timings["products"]["median_s"]),
             "peak_bytes": {"step": peak_bytes(step)}}
 
 
 def time_fixes(dtype, sizes=SIZES, batch=BATCH, repeats=15):
     """``fixes.project`` (refine=1, the default, and refine=0) holding output 0 on every row, and
-    one ``fixes.restore`` iteration, interleaved; the projection's peak memory."""
+    one ``fixes.restore`` iteration, interleaved with the matmuls of a step (the floor against
+    which they are compared with the step); the projection's peak memory."""
     net, X, G = problem(sizes, batch, dtype)
     ref = net(X)[:, KEEP]
     moved = net.copy().step(fixes.project(net, X, G, keep=KEEP), LR)    # off the constraint
+    products, _ = step_products(net, X, G)
 
     def project():
         fixes.project(net, X, G, keep=KEEP)
@@ -256,9 +265,23 @@ def time_fixes(dtype, sizes=SIZES, batch=BATCH, repeats=15):
                                              # does not depend on how far off the constraint it is
 
     calls = {"project": project, "project_refine0": project_unrefined,
-             "restore": restore_iteration}
-    return {"timings": time_interleaved(calls, repeats),
+             "restore": restore_iteration, "floor": products}
+    timings = time_interleaved(calls, repeats)
+    floor = timings.pop("floor")["median_s"]
+    return {"timings": _with_floor(timings, floor),
             "peak_bytes": {"project": peak_bytes(project)}}
+
+
+def _with_floor(timings, floor_s):
+    """Each timing with ``floor_s``: the median time of a step's matmuls in the same process."""
+    for t in timings.values():
+        t["floor_s"] = floor_s
+    return timings
+
+
+def _relative(timings, key):
+    """A median over the matmul floor timed beside it: free of how fast the machine ran then."""
+    return timings[key]["median_s"] / timings[key]["floor_s"]
 
 
 def time_sweep_row(dtype, sizes=SIZES, batch=BATCH, n=BATCH, repeats=15, dense_repeats=3,
@@ -276,7 +299,8 @@ def time_sweep_row(dtype, sizes=SIZES, batch=BATCH, n=BATCH, repeats=15, dense_r
         dense_project(net, X, G, keep=KEEP, keep_X=keep_X)
 
     fits = row["dense_bytes_estimate"] <= dense_limit
-    row["gram_s"] = time_interleaved({"gram": gram}, repeats)["gram"]["median_s"]
+    timed = time_interleaved({"gram": gram}, repeats)["gram"]
+    row["gram_s"], row["gram_faults"] = timed["median_s"], timed["faults"]
     row["gram_peak_bytes"] = peak_bytes(gram)
     if fits:                                 # the dense way takes seconds: fewer calls
         row["dense_s"] = time_interleaved({"dense": dense}, dense_repeats)["dense"]["median_s"]
@@ -289,80 +313,122 @@ def time_sweep_row(dtype, sizes=SIZES, batch=BATCH, n=BATCH, repeats=15, dense_r
     return row
 
 
-#: glibc settings for a process that keeps freed memory instead of handing it back to the OS
-#: (read by glibc at process start, so only a fresh process can have them): with them, the
-#: step's arrays are reused from the heap and the page faults of a step all but vanish.
-KEEP_MEMORY = {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=268435456:"
-                                 "glibc.malloc.mmap_threshold=33554432"}
+# -- the allocator -------------------------------------------------------------------------
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3     # glibc's mallopt parameter numbers (malloc.h)
+#: what keep_freed_memory sets: free memory glibc may keep at the top of its heap, and the size
+#: above which a block gets a mapping of its own (returned to the system when freed)
+KEEP_UP_TO, MAP_ABOVE = 256 * 2**20, 32 * 2**20
+#: the same settings for a Python not yet started: glibc reads GLIBC_TUNABLES at start-up
+KEEP_MEMORY = {"GLIBC_TUNABLES": f"glibc.malloc.trim_threshold={KEEP_UP_TO}:"
+                                 f"glibc.malloc.mmap_threshold={MAP_ABOVE}"}
+#: the two settings every measurement of the step and the fixes is made in
+SETTINGS = {"default": "glibc default", "kept": "glibc keeping freed memory"}
 
 
-def _call(isolate, fn, *args, env=None):
-    """fn(*args), in a fresh Python process when ``isolate`` (with ``env`` added to its
-    environment; ``env`` needs ``isolate``).
+def keep_freed_memory():
+    """Ask glibc's malloc to keep freed memory for the next arrays instead of handing it back
+    to the operating system: for the whole process, from now on.
 
-    Why: the C allocator remembers. After a call that freed large arrays, glibc keeps more
-    memory for the next calls, which then page-fault less (or, after other patterns, more).
-    Timed in one process, the plain step would pay or save faults depending on which fix ran
-    before it; in a process of its own it sees what a loop of plain steps sees.
+    Why: a training step allocates its forward record, its backward stages and its gradient
+    afresh (~13 MiB for [784, 512, 512, 10] in float64) and frees them when it returns. By
+    default glibc returns the free top of its heap to the system once it exceeds twice the
+    largest block recently freed, and the next step page-faults it back in; in a virtual machine
+    that can cost as much as the elementwise work of a step. The price of keeping: the
+    process's memory stays at its peak (here, tens of MiB).
+
+    Returns True if glibc took the settings, False where the C library is not glibc (macOS,
+    Windows, musl): nothing is changed there. To set it without code, start Python with the
+    environment of ``KEEP_MEMORY``.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(M_TRIM_THRESHOLD, KEEP_UP_TO)) and bool(mallopt(M_MMAP_THRESHOLD, MAP_ABOVE))
+
+
+def _in_child(keep_memory, fn, args):
+    """fn(*args), after ``keep_freed_memory()`` if ``keep_memory`` (None if glibc refused)."""
+    if keep_memory and not keep_freed_memory():
+        return None
+    return fn(*args)
+
+
+def _call(isolate, fn, *args, keep_memory=False):
+    """fn(*args), in a fresh Python process when ``isolate``, there with glibc keeping freed
+    memory if ``keep_memory`` (which needs ``isolate``: the setting lasts for the process).
+
+    Why a fresh process: the C allocator remembers. After a call that freed large arrays, glibc
+    keeps more memory for the next calls, which then page-fault less (or, after other patterns,
+    more). Timed in one process, the plain step would pay or save faults depending on which fix
+    ran before it; in a process of its own it sees what a loop of plain steps sees.
     """
     if not isolate:
+        if keep_memory:
+            raise ValueError("keep_memory: needs isolate=True (the setting lasts for the process)")
         return fn(*args)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})                 # a spawned child starts with our environment
-    try:
-        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            return pool.submit(fn, *args).result()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_in_child, keep_memory, fn, args).result()
+
+
+def _ratios(timings):
+    """The ratios the targets are stated in. The step and the fixes run in different processes,
+    and a process may catch the machine fast or slow (another tenant, the clock): each is first
+    divided by the matmul floor timed beside it, so the ratio compares work, not moments."""
+    step = _relative(timings, "step")
+    return {"step_over_products": step,
+            "project_over_step": _relative(timings, "project") / step,
+            "restore_over_step": _relative(timings, "restore") / step}
 
 
 def bench_dtype(dtype, sizes=SIZES, batch=BATCH, repeats=15, isolate=True, log=print):
-    """Step, its matmuls, project, restore for one dtype: timings, faults, peaks and ratios."""
+    """Step, its matmuls, project, restore for one dtype: timings, faults, peaks and ratios,
+    with glibc's defaults and (when ``isolate``) again with glibc keeping freed memory."""
     name = np.dtype(dtype).name
-    t0 = time.perf_counter()
-    steps = _call(isolate, time_steps, name, list(sizes), batch, repeats)
-    fix = _call(isolate, time_fixes, name, list(sizes), batch, repeats)
-    # the same step again where glibc keeps freed memory: what is left above the matmuls
-    # without the page faults is our own code's overhead
-    kept = _call(isolate, time_steps, name, list(sizes), batch, repeats,
-                 env=KEEP_MEMORY) if isolate else None
-    log(f"[{name}] step and its matmuls, project, restore: {repeats} calls each "
-        f"({time.perf_counter() - t0:.1f} s)")
-    timings = {**steps["timings"], **fix["timings"]}
-    if kept is not None:
-        timings["step_kept"] = kept["timings"]["step"]
-        timings["products_kept"] = kept["timings"]["products"]
-    peaks = {**steps["peak_bytes"], **fix["peak_bytes"]}
-    out = {"dtype": name, "sizes": list(sizes), "batch": batch, "n_params": steps["n_params"],
-           "repeats": repeats, "products_flops": steps["products_flops"], "timings": timings,
-           "peak_bytes": peaks}
-    med = {k: v["median_s"] for k, v in timings.items()}
-    out["step_over_products"] = med["step"] / med["products"]
-    if kept is not None:
-        out["step_over_products_kept"] = med["step_kept"] / med["products_kept"]
-    out["project_over_step"] = med["project"] / med["step"]
-    out["restore_over_step"] = med["restore"] / med["step"]
-    out["products_gflops"] = steps["products_flops"] / med["products"] / 1e9
-    out["project_peak_over_step"] = peaks["project"] / max(peaks["step"], 1)
+    args = (name, list(sizes), batch, repeats)
+    out = {"dtype": name, "sizes": list(sizes), "batch": batch, "repeats": repeats}
+    settings = {"default": False, "kept": True} if isolate else {"default": False}   # keep memory?
+    for setting, keep_memory in settings.items():
+        t0 = time.perf_counter()
+        steps = _call(isolate, time_steps, *args, keep_memory=keep_memory)
+        fix = _call(isolate, time_fixes, *args, keep_memory=keep_memory)
+        if steps is None or fix is None:          # no glibc to tell: nothing to compare
+            out["kept"] = None
+            continue
+        log(f"[{name}] step and its matmuls, project, restore, {SETTINGS[setting]}: "
+            f"{repeats} calls each ({time.perf_counter() - t0:.1f} s)")
+        timings = {**steps["timings"], **fix["timings"]}
+        if setting == "default":
+            out.update(n_params=steps["n_params"], products_flops=steps["products_flops"],
+                       timings=timings, peak_bytes={**steps["peak_bytes"], **fix["peak_bytes"]},
+                       **_ratios(timings))
+        else:
+            out["kept"] = {"timings": timings, **_ratios(timings)}
+    out["products_gflops"] = out["products_flops"] / out["timings"]["products"]["median_s"] / 1e9
+    out["project_peak_over_step"] = out["peak_bytes"]["project"] / max(out["peak_bytes"]["step"], 1)
+    out.setdefault("kept", None)
     return out
 
 
 def bench_sweep(dtype, sizes=SIZES, batch=BATCH, constraints=CONSTRAINTS, dense_repeats=3,
                 dense_limit=DENSE_LIMIT, repeats=15, isolate=True, log=print):
-    """``time_sweep_row`` for each count n of ``constraint_counts``: a list of rows."""
+    """``time_sweep_row`` for each count n of ``constraint_counts``: a list of rows, each
+    measured in a fresh process with glibc keeping freed memory where it can (``isolate`` and
+    glibc), so that the Gram's times are its work's, as in the table's second setting."""
     name = np.dtype(dtype).name
     sweep = []
     for n in constraint_counts(batch, constraints):
         t0 = time.perf_counter()
-        row = _call(isolate, time_sweep_row, name, list(sizes), batch, n, repeats,
-                    dense_repeats, dense_limit)
+        args = (name, list(sizes), batch, n, repeats, dense_repeats, dense_limit)
+        row = _call(isolate, time_sweep_row, *args, keep_memory=isolate)
+        allocator = "glibc keeping freed memory" if isolate else "the allocator's defaults"
+        if row is None:                       # not glibc: nothing to tell, its defaults
+            row, allocator = _call(isolate, time_sweep_row, *args), "the allocator's defaults"
+        row["allocator"] = allocator
         sweep.append(row)
         log(f"[{name}] n = {n:4d} constraints: Gram {row['gram_s'] * 1e3:8.2f} ms, "
             + (f"dense {row['dense_s'] * 1e3:9.1f} ms" if row["dense_s"] else row["note"])
@@ -409,8 +475,16 @@ def _mib(nbytes):
     return "-" if nbytes is None else f"{nbytes / 2**20:.2f}"
 
 
+LABELS = {"step": "step (gradient + update)",
+          "products": "  its matmuls alone (floor)",
+          "project": "project (keep 0, n = {batch})",
+          "project_refine0": "  the same, refine=0",
+          "restore": "restore, one iteration"}
+
+
 def format_table(results):
-    """The results as text: the machine, then one table per dtype."""
+    """The results as text: the machine, then one table per dtype, both allocator settings side
+    by side, then the ratios the targets are stated in."""
     m = results["machine"]
     lines = [f"BLAS: {m['blas']}",
              f"threads: {m['threads']} ({m['threads_source']}); CPUs: {m['cpus']}; "
@@ -418,43 +492,46 @@ def format_table(results):
              f"one minor page fault (first touch of memory fresh from the OS): "
              f"{m['page_fault_s'] * 1e6:.2f} us"]
     for r in results["results"]:
-        t, pk = r["timings"], r["peak_bytes"]
         where = "each group in a fresh process" if m.get("isolated_processes") else "one process"
+        settings = {SETTINGS["default"]: r}
+        if r.get("kept"):
+            settings[SETTINGS["kept"]] = r["kept"]
         lines += ["", f"{r['dtype']}: sizes {r['sizes']}, batch {r['batch']}, P = {r['n_params']}, "
-                      f"median of {r['repeats']} calls, interleaved within a group ({where})",
-                  f"{'measurement':<28}{'median ms':>10}{'min ms':>9}{'x step':>8}"
-                  f"{'faults':>8}{'~fault ms':>10}{'peak MiB':>10}"]
-        step = t["step"]["median_s"]
-        labels = {"step": "step (gradient + update)",
-                  "products": "  its matmuls alone (floor)",
-                  "project": f"project (keep 0, n = {r['batch']})",
-                  "project_refine0": "  the same, refine=0",
-                  "restore": "restore, one iteration",
-                  "step_kept": "step, glibc keeping memory",
-                  "products_kept": "  its matmuls, likewise"}
-        for key, label in labels.items():
-            if key not in t:
-                continue
-            lines.append(f"{label:<28}{_ms(t[key]['median_s']):>10}{_ms(t[key]['min_s']):>9}"
-                         f"{t[key]['median_s'] / step:>8.2f}{t[key]['faults']:>8}"
-                         f"{_ms(t[key]['faults'] * m['page_fault_s']):>10}"
-                         f"{_mib(pk.get(key)):>10}")
-        best = {k: v["min_s"] for k, v in t.items()}
-        lines.append(f"step / its matmuls = {r['step_over_products']:.2f} "
-                     f"(best-of: {best['step'] / best['products']:.2f}; matmuls at "
-                     f"{r['products_gflops']:.1f} GFLOP/s)   project / step = "
-                     f"{r['project_over_step']:.2f} (best-of: {best['project'] / best['step']:.2f})"
-                     f"   peak project / step = {r['project_peak_over_step']:.2f}")
-        if "step_over_products_kept" in r:
-            lines.append(f"step / its matmuls with glibc keeping freed memory "
-                         f"({KEEP_MEMORY['GLIBC_TUNABLES']}) = {r['step_over_products_kept']:.2f}")
-        lines.append("(~fault ms = faults x the cost of one fault measured alone: an upper estimate)")
-        lines += ["", f"{'constraints n':>13}{'Gram ms':>10}{'dense ms':>11}{'speed-up':>10}"
-                      f"{'Gram MiB':>10}{'dense MiB':>11}  note"]
+                      f"median of {r['repeats']} calls, interleaved within a group ({where}); "
+                      f"x step: each time over the matmuls timed in its own process, over the step's",
+                  f"{'':<28}" + "".join(f"{name:^27}" for name in settings),
+                  f"{'measurement':<28}" + f"{'median ms':>11}{'faults':>8}{'x step':>8}"
+                  * len(settings) + f"{'peak MiB':>10}"]
+        for key, label in LABELS.items():
+            row = f"{label.format(batch=r['batch']):<28}"
+            for setting in settings.values():
+                t = setting["timings"]
+                row += (f"{_ms(t[key]['median_s']):>11}{t[key]['faults']:>8}"
+                        f"{_relative(t, key) / _relative(t, 'step'):>8.2f}")
+            lines.append(row + f"{_mib(r['peak_bytes'].get(key)):>10}")
+        for what, key in [("step / its matmuls", "step_over_products"),
+                          ("project / step", "project_over_step"),
+                          ("restore / step", "restore_over_step")]:
+            lines.append(f"{what + ':':<28}" + ", ".join(f"{s[key]:.2f} ({name})"
+                                                          for name, s in settings.items()))
+        faults = r["timings"]["project"]["faults"]
+        how = (f"bench.keep_freed_memory(), or GLIBC_TUNABLES={KEEP_MEMORY['GLIBC_TUNABLES']}"
+               if r.get("kept") else "not measured here (it needs glibc and isolated processes)")
+        lines += [f"{'peak memory project / step:':<28}{r['project_peak_over_step']:.2f};   "
+                  f"matmuls at {r['products_gflops']:.1f} GFLOP/s",
+                  f"(project's {faults} page faults per call cost up to "
+                  f"{_ms(faults * m['page_fault_s'])} ms at the fault cost above;",
+                  f" glibc keeping freed memory: {how})"]
+        if r["sweep"]:
+            lines += ["", f"the projection through the Gram and through the dense Jacobian, holding "
+                          f"output 0 on the first n rows (each row in a fresh process, with "
+                          f"{r['sweep'][0]['allocator']})",
+                      f"{'constraints n':>13}{'Gram ms':>10}{'faults':>8}{'dense ms':>11}"
+                      f"{'speed-up':>10}{'Gram MiB':>10}{'dense MiB':>11}  note"]
         for row in r["sweep"]:
             speed = "-" if row["speedup"] is None else f"{row['speedup']:.1f}x"
-            lines.append(f"{row['n']:>13}{_ms(row['gram_s']):>10}{_ms(row['dense_s']):>11}"
-                         f"{speed:>10}{_mib(row['gram_peak_bytes']):>10}"
+            lines.append(f"{row['n']:>13}{_ms(row['gram_s']):>10}{row['gram_faults']:>8}"
+                         f"{_ms(row['dense_s']):>11}{speed:>10}{_mib(row['gram_peak_bytes']):>10}"
                          f"{_mib(row['dense_peak_bytes']):>11}  {row['note']}")
     return "\n".join(lines)
 
@@ -464,7 +541,8 @@ def projection_cost_data(results, dtype="float64"):
 
     Returns a dict of 1-D arrays over the constraint counts: ``n``, ``gram_s``, ``dense_s``,
     ``gram_peak_bytes``, ``dense_peak_bytes`` (NaN where the dense Jacobian was skipped),
-    ``dense_bytes_estimate`` (J alone); and ``step_s`` (one training step, for scale),
+    ``dense_bytes_estimate`` (J alone); and ``step_s`` (one training step, for scale, in the
+    sweep's allocator setting: glibc keeping freed memory where it was measured),
     ``dtype``, ``sizes``, ``n_params``.
     """
     rows = [r for r in results["results"] if r["dtype"] == dtype]
@@ -480,7 +558,7 @@ def projection_cost_data(results, dtype="float64"):
             "gram_peak_bytes": column("gram_peak_bytes"),
             "dense_peak_bytes": column("dense_peak_bytes"),
             "dense_bytes_estimate": column("dense_bytes_estimate"),
-            "step_s": rows[0]["timings"]["step"]["median_s"],
+            "step_s": (rows[0].get("kept") or rows[0])["timings"]["step"]["median_s"],
             "dtype": dtype, "sizes": rows[0]["sizes"], "n_params": rows[0]["n_params"]}
 
 

@@ -48,12 +48,13 @@ def cmd_figures(args):
     """Regenerate every figure into --out (default: figures/)."""
     from .figures import FIGURES, write_all
 
-    unknown = [name for name in args.only if name not in FIGURES]
+    only = [name if name.endswith(".png") else name + ".png" for name in args.only]  # pareto = pareto.png
+    unknown = [name for name, png in zip(args.only, only) if png not in FIGURES]
     if unknown:
         print(f"--only: unknown figures {unknown}; known: {', '.join(FIGURES)}", file=sys.stderr)
         return 2
     try:
-        write_all(args.out, names=args.only or None)
+        write_all(args.out, names=only or None)
     except OSError as exc:
         print(f"--out: cannot write figures into {args.out!r} ({exc.strerror or exc})",
               file=sys.stderr)
@@ -127,7 +128,7 @@ def build_parser():
     p = sub.add_parser("figures", help=COMMANDS["figures"][1])
     p.add_argument("--out", default="figures", help="output folder (default: figures)")
     p.add_argument("--only", nargs="+", default=[], metavar="NAME",
-                   help="only these figures, e.g. --only pareto.png (default: all)")
+                   help="only these figures, e.g. --only pareto (or pareto.png; default: all)")
     p = sub.add_parser("bench", help=COMMANDS["bench"][1])
     p.add_argument("--sizes", type=_int_list, default=[784, 512, 512, 10],
                    help="layer widths (default: 784,512,512,10)")

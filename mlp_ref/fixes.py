@@ -139,8 +139,8 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=None):
     refine = _check_refine(refine)
     J = OutputJacobian(net, keep_X, keep)
     solve = GramSolver(J.gram(), _rcond(rcond))
-    correction = J.rmatvec(solve(J.matvec(D)))
-    D = {k: D[k] - correction[k] for k in D}            # a new dict: the caller's D stays as it was
+    D = {k: v.copy() for k, v in D.items()}             # ours: the caller's D stays as it was
+    _refine(J, solve, D, 1)         # the projection itself is one pass of the refinement's update
     return _refine(J, solve, D, refine)
 
 
