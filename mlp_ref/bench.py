@@ -13,21 +13,22 @@ a batch of 256), in float64 and float32:
                 solve, for n = 16 .. 256 constraints: what the Gram trick saves, in time and memory
 
 Timing: ``time.perf_counter`` around each call, after a warm-up call, ``repeats`` times, and the
-median reported. Functions compared with each other are run *interleaved* (one call of each per
-round) so that a burst of load from another process slows them all alike and their ratio stays
-honest; each group (the step and its matmuls; the fixes; each sweep row) runs in a fresh Python
-process, so that what one group leaves in the C allocator cannot change the next (``_call``).
-Peak memory: ``tracemalloc`` in a separate run (NumPy reports its array buffers to tracemalloc;
-BLAS's own work space is not seen).
+median reported. Each group (the step; the two projections, interleaved; restore; each sweep
+row) runs in a fresh Python process (``_call``), as a plain loop of its calls, and then times a
+step's matmuls, the floor, in the same process: every time is reported over that floor
+(``_relative``), so a process that caught the machine slow (another tenant, the clock) does not
+skew a ratio between groups. Peak memory: ``tracemalloc`` in a separate run (NumPy reports its
+array buffers to tracemalloc; BLAS's own work space is not seen).
 
 Faults, and the two allocator settings: every NumPy expression allocates its result, and a step
 or a projection frees ~13 MiB of records, stages and gradients when it returns. By default glibc
 hands free memory at the top of its heap back to the operating system, and the next call takes
 it back one 4 KiB page at a time: a minor page fault, ~3 us each in a virtual machine, counted
-per call (``getrusage``). Whether a loop pays them depends on the heap's layout, not on the
-arithmetic. So the step and the fixes are timed twice, each time in a fresh process: with
-glibc's defaults, and after ``keep_freed_memory()``, where freed memory is reused and faults all
-but vanish. The first is what a plain ``python`` gets; the second is what our own code costs.
+per call (``getrusage``). How many a loop pays depends on the heap's layout, that is on
+everything else the process holds, not on the arithmetic. So each group is timed twice, each
+time in a fresh process: with glibc's defaults (a plain loop, as a script would run it), and
+after ``keep_freed_memory()``, where freed memory is reused and the faults vanish: what our own
+code costs.
 Results are plain dicts and lists (``run``), JSON-ready (``--json PATH``); the table is ``format_table``;
 ``projection_cost_data`` extracts the arrays of the projection-cost figure (``plots.projection_cost``).
 """
@@ -232,27 +233,21 @@ def dense_bytes(net, n_rows, q=len(KEEP)):
 
 # -- the benchmark -------------------------------------------------------------------------
 def time_steps(dtype, sizes=SIZES, batch=BATCH, repeats=15):
-    """The plain training step and its matmuls, interleaved, and the step's peak memory."""
+    """A loop of plain training steps, then the matmul floor; the step's peak memory."""
     net, X, G = problem(sizes, batch, dtype)
-    products, flops = step_products(net, X, G)
 
     def step():
         net.step(net.gradient(X, G), LR)
 
-    timings = time_interleaved({"step": step, "products": products}, repeats)
-    return {"n_params": net.n_params, "products_flops": flops,
-            "timings": _with_floor(timings, timings["products"]["median_s"]),
+    timings = time_interleaved({"step": step}, repeats)
+    return {"n_params": net.n_params, "timings": timings, **_floor_after(net, X, G, timings, repeats),
             "peak_bytes": {"step": peak_bytes(step)}}
 
 
-def time_fixes(dtype, sizes=SIZES, batch=BATCH, repeats=15):
-    """``fixes.project`` (refine=1, the default, and refine=0) holding output 0 on every row, and
-    one ``fixes.restore`` iteration, interleaved with the matmuls of a step (the floor against
-    which they are compared with the step); the projection's peak memory."""
+def time_projections(dtype, sizes=SIZES, batch=BATCH, repeats=15):
+    """A loop of ``fixes.project`` holding output 0 on every row (refine=None, the default, and
+    refine=0, interleaved), then the matmul floor; the projection's peak memory."""
     net, X, G = problem(sizes, batch, dtype)
-    ref = net(X)[:, KEEP]
-    moved = net.copy().step(fixes.project(net, X, G, keep=KEEP), LR)    # off the constraint
-    products, _ = step_products(net, X, G)
 
     def project():
         fixes.project(net, X, G, keep=KEEP)
@@ -260,23 +255,39 @@ def time_fixes(dtype, sizes=SIZES, batch=BATCH, repeats=15):
     def project_unrefined():
         fixes.project(net, X, G, keep=KEEP, refine=0)
 
-    def restore_iteration():                 # one Gauss-Newton step (and the forward pass that
-        fixes.restore(moved, X, ref, keep=KEEP, tol=1e-300, max_iter=1)   # checks it); the cost
-                                             # does not depend on how far off the constraint it is
-
-    calls = {"project": project, "project_refine0": project_unrefined,
-             "restore": restore_iteration, "floor": products}
-    timings = time_interleaved(calls, repeats)
-    floor = timings.pop("floor")["median_s"]
-    return {"timings": _with_floor(timings, floor),
+    timings = time_interleaved({"project": project, "project_refine0": project_unrefined}, repeats)
+    return {"timings": timings, **_floor_after(net, X, G, timings, repeats),
             "peak_bytes": {"project": peak_bytes(project)}}
 
 
-def _with_floor(timings, floor_s):
-    """Each timing with ``floor_s``: the median time of a step's matmuls in the same process."""
+def time_restore(dtype, sizes=SIZES, batch=BATCH, repeats=15):
+    """A loop of single ``fixes.restore`` iterations, then the matmul floor."""
+    net, X, G = problem(sizes, batch, dtype)
+    ref = net(X)[:, KEEP]
+    moved = net.copy().step(fixes.project(net, X, G, keep=KEEP), LR)    # off the constraint
+
+    def restore_iteration():                 # one Gauss-Newton step (and the forward pass that
+        fixes.restore(moved, X, ref, keep=KEEP, tol=1e-300, max_iter=1)   # checks it); the cost
+                                             # does not depend on how far off the constraint it is
+    timings = time_interleaved({"restore": restore_iteration}, repeats)
+    return {"timings": timings, **_floor_after(net, X, G, timings, repeats)}
+
+
+def _floor_after(net, X, G, timings, repeats):
+    """Time a step's matmuls (``step_products``) after the loop that was measured, and note the
+    floor's median in every timing of that loop: {"products_flops": ...} for the result.
+
+    After, not interleaved: the floor keeps its arrays alive, and with glibc's defaults any array
+    kept alive during a loop changes where the loop's own arrays land, hence how many pages it
+    faults in (a floor made first cuts a plain float64 step's faults from ~4700 to ~150 here).
+    """
+    products, flops = step_products(net, X, G)
+    floor = time_interleaved({"products": products}, repeats)["products"]
     for t in timings.values():
-        t["floor_s"] = floor_s
-    return timings
+        t["floor_s"] = floor["median_s"]
+    if "step" in timings:                    # the step's own group reports the floor as a row
+        timings["products"] = {**floor, "floor_s": floor["median_s"]}
+    return {"products_flops": flops}
 
 
 def _relative(timings, key):
@@ -394,18 +405,19 @@ def bench_dtype(dtype, sizes=SIZES, batch=BATCH, repeats=15, isolate=True, log=p
     settings = {"default": False, "kept": True} if isolate else {"default": False}   # keep memory?
     for setting, keep_memory in settings.items():
         t0 = time.perf_counter()
-        steps = _call(isolate, time_steps, *args, keep_memory=keep_memory)
-        fix = _call(isolate, time_fixes, *args, keep_memory=keep_memory)
-        if steps is None or fix is None:          # no glibc to tell: nothing to compare
+        groups = [_call(isolate, group, *args, keep_memory=keep_memory)
+                  for group in (time_steps, time_projections, time_restore)]
+        if None in groups:                        # no glibc to tell: nothing to compare
             out["kept"] = None
             continue
         log(f"[{name}] step and its matmuls, project, restore, {SETTINGS[setting]}: "
             f"{repeats} calls each ({time.perf_counter() - t0:.1f} s)")
-        timings = {**steps["timings"], **fix["timings"]}
+        steps = groups[0]
+        timings = {k: v for g in groups for k, v in g["timings"].items()}
         if setting == "default":
+            peaks = {k: v for g in groups for k, v in g.get("peak_bytes", {}).items()}
             out.update(n_params=steps["n_params"], products_flops=steps["products_flops"],
-                       timings=timings, peak_bytes={**steps["peak_bytes"], **fix["peak_bytes"]},
-                       **_ratios(timings))
+                       timings=timings, peak_bytes=peaks, **_ratios(timings))
         else:
             out["kept"] = {"timings": timings, **_ratios(timings)}
     out["products_gflops"] = out["products_flops"] / out["timings"]["products"]["median_s"] / 1e9
@@ -497,8 +509,9 @@ def format_table(results):
         if r.get("kept"):
             settings[SETTINGS["kept"]] = r["kept"]
         lines += ["", f"{r['dtype']}: sizes {r['sizes']}, batch {r['batch']}, P = {r['n_params']}, "
-                      f"median of {r['repeats']} calls, interleaved within a group ({where}); "
-                      f"x step: each time over the matmuls timed in its own process, over the step's",
+                      f"median of {r['repeats']} calls ({where}, a step's matmuls timed after each)",
+                  "x step = (time / the matmuls of its process) / (the step's time / the matmuls of "
+                  "the step's process)",
                   f"{'':<28}" + "".join(f"{name:^27}" for name in settings),
                   f"{'measurement':<28}" + f"{'median ms':>11}{'faults':>8}{'x step':>8}"
                   * len(settings) + f"{'peak MiB':>10}"]

@@ -215,9 +215,10 @@ def _first_pass_on_batch(net, X, G, keep, rcond):
                                # and letting them go now lowers the projection's peak memory
     solve = GramSolver(J.gram(), _rcond(rcond))
     alpha = solve(J.matvec_gradient(E))
+    J.drop_input_kernels()     # not needed again: freed before D, the largest array, is made
     for l, weighted in J.weighted_signals(alpha).items():
         E[l] -= weighted       # E_l = dz_l - sum_j alpha_j S_l,j, written over dz_l (ours)
-    return J, solve, J.from_signals(E)
+    return J, solve, J.from_signals(E, consume=True)
 
 
 def penalty(net, X, G, keep=(0,), ref=None, lam=10.0):

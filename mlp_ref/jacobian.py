@@ -125,6 +125,11 @@ class OutputJacobian:
                 self._input_kernels[l] = AA
         return self._input_kernels
 
+    def drop_input_kernels(self):
+        """Let the kept input kernels go (n^2 numbers per layer): for a caller done with
+        ``gram`` and ``matvec_gradient`` that is about to allocate more. Made again if asked."""
+        self._input_kernels = None
+
     def gram(self):
         """J J^T, shape (m, m), from the per-layer factors: never forms J."""
         n, q = self.signals[1].shape[:2]
@@ -170,18 +175,23 @@ class OutputJacobian:
         alpha = np.asarray(alpha, dtype=self.net.dtype).reshape(n, q)
         return {l: np.einsum("ij,ijk->ik", alpha, S) for l, S in self.signals.items()}
 
-    def from_signals(self, signals):
+    def from_signals(self, signals, consume=False):
         """The direction whose per-sample signals on the rows of X are ``signals`` (dict l -> (n, n_l)):
-        { W_l: a_{l-1}^T @ E_l, b_l: column sums of E_l }, as a backward pass sums dW_l and db_l."""
+        { W_l: a_{l-1}^T @ E_l, b_l: column sums of E_l }, as a backward pass sums dW_l and db_l.
+
+        consume=True empties ``signals`` as it goes, for a caller whose own temporary it is:
+        each E_l is freed as soon as its layer is done, while the direction grows.
+        """
         D = {}
-        for l, E in signals.items():
+        for l in list(signals):
+            E = signals.pop(l) if consume else signals[l]
             D[f"W{l}"] = self.inputs[l].T @ E
             D[f"b{l}"] = E.sum(axis=0)
         return D
 
     def rmatvec(self, alpha):
         """J^T alpha for alpha of shape (m,); returns a dict like params."""
-        return self.from_signals(self.weighted_signals(alpha))
+        return self.from_signals(self.weighted_signals(alpha), consume=True)
 
     def dense(self):
         """J itself, shape (m, P), columns in the order of ``flatten``: for teaching and tests.

@@ -358,9 +358,31 @@ class MLP(Model):
         again (a stale record mixes old activations with new weights).
         """
         self._check_record(record)
+        return self._backprop(record, G, input_grad, param_grads, keep=True)
+
+    def gradient(self, X, G):
+        """sum_i G_i . dO_i/dtheta as a dict like params: forward, then backward.
+
+        Bit for bit ``backward(forward(X), G, input_grad=False).grads``, in half the memory: a
+        training step reads every stage once, so this keeps none but the gradients, and lets
+        the forward record go layer by layer as the backward pass leaves it behind. For
+        [784, 512, 512, 10] in float64 the peak drops from 13 to 6 MiB, below what glibc hands
+        back to the system after each call: a loop of steps then reuses its memory instead of
+        page-faulting it in again every step (``python -m mlp_ref bench`` shows both).
+        """
+        return self._backprop(self.forward(X), G, input_grad=False, param_grads=True,
+                              keep=False).grads
+
+    def _backprop(self, record, G, input_grad, param_grads, keep):
+        """The chain rule of ``backward``, on a checked record.
+
+        keep=False is for a record nobody else holds (``gradient``'s): z_l, a_l and every stage
+        are let go of as soon as they have been read for the last time; only grads remain.
+        """
         n, K = record.output.shape
         G = _checks.rows_or_vector("G", G, self.dtype, n, K)
         stages = {"dout": np.array(G)}        # a fresh copy: the record never aliases the caller's G
+        grads = {}
         da = stages["dout"]
         for l in range(self.depth, 0, -1):
             act = self._acts[l - 1]
@@ -369,14 +391,19 @@ class MLP(Model):
             else:                                # dz_l = da_l * f'(z_l), written into the
                 dz = act.df(record.z[l], record.a[l])        # fresh array f' returns
                 dz *= da
+            if not keep:                         # z_l, a_l, da_l were read for the last time
+                del record.z[l], record.a[l], da
             stages[f"dz{l}"] = dz
             if param_grads:
-                stages[f"dW{l}"] = record.a[l - 1].T @ dz
-                stages[f"db{l}"] = dz.sum(axis=0)
+                grads[f"W{l}"] = stages[f"dW{l}"] = record.a[l - 1].T @ dz
+                grads[f"b{l}"] = stages[f"db{l}"] = dz.sum(axis=0)
             if l > 1 or input_grad:
                 da = dz @ self.params[f"W{l}"].T
                 stages[f"da{l - 1}"] = da
-        grads = {key: stages["d" + key] for key in self.params} if param_grads else {}
+            if not keep:                         # and dz_l: free it before dz_{l-1} is made
+                stages.clear()
+                del dz
+        grads = {key: grads[key] for key in self.params} if param_grads else {}   # W1, b1, ...
         return Backward(stages=stages, grads=grads)
 
     def _check_record(self, record):

@@ -178,3 +178,29 @@ def test_a_rank_deficient_gram_takes_the_eigendecomposition():
     X2 = np.vstack([X[:3], X[:3]])                       # every constraint twice
     solver = jacobian.GramSolver(OutputJacobian(net, X2, [0]).gram())
     assert solver.rank == 3 and solver.gram is None
+
+
+@pytest.mark.parametrize("name, net, X, G", PROBLEMS, ids=IDS)
+def test_gradient_keeping_no_stage_equals_backward_bit_for_bit(name, net, X, G):
+    lean = net.gradient(X, G)
+    full = net.backward(net.forward(X), G, input_grad=False).grads
+    assert list(lean) == list(net.params) == list(full)
+    for k in full:
+        assert lean[k].shape == full[k].shape and np.array_equal(lean[k], full[k]), k
+
+
+def test_gradient_holds_about_half_the_memory_of_backward():
+    # tracemalloc counts NumPy's buffers: a memory claim, not a timing one
+    net, X, G = bench.problem([60, 40, 40, 5], 30)
+    lean = bench.peak_bytes(lambda: net.gradient(X, G))
+    full = bench.peak_bytes(lambda: net.backward(net.forward(X), G, input_grad=False).grads)
+    assert lean <= 0.6 * full
+
+
+def test_backward_leaves_its_record_whole():
+    net, X, G = bench.problem([12, 9, 7, 4], 10, seed=1)
+    record = net.forward(X)
+    stages = {k: v.copy() for k, v in record.stages.items()}
+    net.backward(record, G, input_grad=False)
+    assert list(record.stages) == list(stages)
+    assert all(np.array_equal(record.stages[k], v) for k, v in stages.items())
