@@ -201,10 +201,13 @@ def test_committed_bench_run_backs_the_readme_performance_claims():
     with open(PROJECTION_COST_DATA) as fh:
         results = {r["dtype"]: r for r in json.load(fh)["results"]}
     assert set(results) == {"float64", "float32"}
-    assert results["float64"]["timings"]["step"]["faults"] > 1000       # glibc's defaults
-    assert results["float64"]["kept"]["step_over_products"] <= 1.3
+    default = results["float64"]["timings"]                              # glibc's defaults
+    assert default["step"]["faults"] < 500 and default["project"]["faults"] > 1000
     for r in results.values():
         assert r["batch"] == 256 and r["sizes"] == bench.SIZES
-        assert r["kept"]["project_over_step"] <= 2.5
         assert all(t["faults"] == 0 for t in r["kept"]["timings"].values())
+        for setting in (r, r["kept"]):
+            assert setting["project_over_step"] <= 2.5
         assert r["project_peak_over_step"] <= 2.0
+    for setting in (results["float64"], results["float64"]["kept"]):
+        assert setting["step_over_products"] <= 1.3
