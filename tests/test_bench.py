@@ -211,3 +211,15 @@ def test_committed_bench_run_backs_the_readme_performance_claims():
         assert r["project_peak_over_step"] <= 2.0
     for setting in (results["float64"], results["float64"]["kept"]):
         assert setting["step_over_products"] <= 1.3
+
+
+def test_the_readme_memory_figures():
+    """'13 MiB for a step that kept every stage', 'about 6 MiB' for a step, '10 MiB' for a projection."""
+    from mlp_ref.figures import PROJECTION_COST_DATA
+    net, X, G = bench.problem(bench.SIZES, bench.BATCH)
+    every_stage = bench.peak_bytes(lambda: net.backward(net.forward(X), G, input_grad=False))
+    assert 12.5 <= every_stage / 2**20 < 13.5
+    with open(PROJECTION_COST_DATA) as fh:
+        r = next(r for r in json.load(fh)["results"] if r["dtype"] == "float64")
+    assert 5.5 <= r["peak_bytes"]["step"] / 2**20 < 6.5
+    assert 9.5 <= r["peak_bytes"]["project"] / 2**20 < 11
