@@ -10,8 +10,10 @@ Both steps start from the same weights, the same X and the same output gradient 
 ``python -m mlp_ref bench``: [784, 512, 512, 10], tanh, batch 256), and do the same work:
 forward, backward with parameter gradients (no gradient for X), and theta <- theta - lr * grad.
 The two gradients are first checked equal, so that the times compare the same computation.
-Each framework is timed in fresh processes of its own, alternating; reported is the median
-over processes of each process's median step.
+Each framework is timed in fresh processes of its own, alternating; each process then times
+NumPy's matrix products of one step (the bench's floor), a probe of how fast the machine ran for
+it, since another tenant or the clock can slow one process and not the next. Reported: the
+median step of each framework, and the ratio of their steps over their processes' floors.
 """
 import argparse
 import time
@@ -49,23 +51,31 @@ def torch_step(net, X, G, dtype):
 
 
 def time_ours(name, repeats, keep_memory):
-    """The median time of mlp-ref's step, in this process."""
+    """mlp-ref's step in a loop, then the matmul floor, in this process."""
     if keep_memory:
         bench.keep_freed_memory()
     net, X, G = bench.problem(bench.SIZES, bench.BATCH, name)
 
     def step():
         net.step(net.gradient(X, G), LR)
-    return bench.time_interleaved({"step": step}, repeats)["step"]
+    return _with_floor(bench.time_interleaved({"step": step}, repeats)["step"], net, X, G, repeats)
 
 
 def time_torch(name, repeats, keep_memory):
-    """The median time of the same step in torch, in this process."""
+    """The same step in torch in a loop, then the matmul floor (NumPy's), in this process."""
     if keep_memory:
         bench.keep_freed_memory()
     net, X, G = bench.problem(bench.SIZES, bench.BATCH, name)
     step = torch_step(net, X, G, getattr(torch, name))[0]
-    return bench.time_interleaved({"step": step}, repeats)["step"]
+    return _with_floor(bench.time_interleaved({"step": step}, repeats)["step"], net, X, G, repeats)
+
+
+def _with_floor(timing, net, X, G, repeats):
+    """The timing and, timed after it in the same process, the NumPy matmuls of one step: a
+    probe of how fast the machine ran for this process (as in ``python -m mlp_ref bench``)."""
+    products, _ = bench.step_products(net, X, G)
+    floor = bench.time_interleaved({"products": products}, repeats)["products"]["median_s"]
+    return {**timing, "floor_s": floor}
 
 
 def check_same_gradient(name):
@@ -83,7 +93,7 @@ def check_same_gradient(name):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20, help="timed steps per process")
-    parser.add_argument("--rounds", type=int, default=3, help="processes per framework")
+    parser.add_argument("--rounds", type=int, default=5, help="processes per framework")
     parser.add_argument("--keep-memory", action="store_true",
                         help="call mlp_ref.bench.keep_freed_memory() first (glibc only)")
     args = parser.parse_args()
@@ -100,9 +110,13 @@ def main():
                 runs[who].append(bench._call(True, fn, name, args.repeats, args.keep_memory))
         ms = {who: 1e3 * np.median([t["median_s"] for t in ts]) for who, ts in runs.items()}
         faults = {who: int(np.median([t["faults"] for t in ts])) for who, ts in runs.items()}
+        # each process's step over the matmuls timed in it, then the median over processes
+        relative = {who: np.median([t["median_s"] / t["floor_s"] for t in ts])
+                    for who, ts in runs.items()}
         print(f"{name}: mlp-ref {ms['mlp-ref']:6.2f} ms ({faults['mlp-ref']} faults), "
-              f"torch {ms['torch']:6.2f} ms ({faults['torch']} faults): "
-              f"mlp-ref / torch = {ms['mlp-ref'] / ms['torch']:.2f}")
+              f"torch {ms['torch']:6.2f} ms ({faults['torch']} faults); over the matmuls of "
+              f"their own processes: mlp-ref {relative['mlp-ref']:.2f}, torch {relative['torch']:.2f}: "
+              f"mlp-ref / torch = {relative['mlp-ref'] / relative['torch']:.2f}")
 
 
 if __name__ == "__main__":
