@@ -36,7 +36,8 @@ def as_array(name, x, dtype, finite=True):
     if np.iscomplexobj(arr):
         raise TypeError(f"{name}: expected real numbers, got {describe(arr)}")
     if not finite:
-        return arr.astype(dtype, copy=False)
+        with np.errstate(over="ignore"):         # 1e300 -> inf in float32: the caller sees it
+            return arr.astype(dtype, copy=False)
     _all_finite(name, arr, "expected finite values")
     # A narrowing cast is checked again, with its own message: 1e300 is finite but becomes
     # inf in float32, and "expected finite values, got inf" would blame a value nobody wrote.

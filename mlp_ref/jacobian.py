@@ -255,21 +255,24 @@ class GramSolver:
     def __init__(self, gram, rcond=None):
         m = gram.shape[0]
         self.rcond = max(m, 1) * np.finfo(gram.dtype).eps if rcond is None else rcond
-        lam = np.linalg.eigvalsh(gram)                       # ascending
-        keep = lam > self.rcond * lam[-1] if m and lam[-1] > 0 else np.zeros(m, dtype=bool)
+        self.gram, self.V = gram, None
+        lam = np.linalg.eigvalsh(gram)                        # ascending; they decide the way
+        if self._kept(lam).sum() < m:                         # rank-deficient: eigenvectors too
+            lam, self.V = np.linalg.eigh(gram)
+        keep = self._kept(lam)
         self.rank = int(keep.sum())
         self.cond = float(lam[-1] / lam[keep][0]) if self.rank else 1.0
-        if self.rank == m:
-            self.gram = gram                                  # full rank: solve with it directly
-        else:                                                 # rank-deficient: the pseudo-inverse
-            self.gram = None
-            lam, self.V = np.linalg.eigh(gram)
-            keep = lam > self.rcond * lam[-1] if m and lam[-1] > 0 else np.zeros(m, dtype=bool)
+        if self.V is not None:
             self.inv = np.zeros_like(lam)
             self.inv[keep] = 1.0 / lam[keep]
 
+    def _kept(self, lam):
+        """Which eigenvalues (ascending) count as nonzero: those above rcond * the largest."""
+        m = len(lam)
+        return lam > self.rcond * lam[-1] if m and lam[-1] > 0 else np.zeros(m, dtype=bool)
+
     def __call__(self, rhs):
-        if self.gram is not None:
+        if self.V is None:                                    # full rank: gram^+ = gram^-1
             return np.linalg.solve(self.gram, rhs)
         return self.V @ (self.inv * (self.V.T @ rhs))
 

@@ -506,3 +506,14 @@ def test_the_package_uses_no_global_random_state():
     # the scanner does catch what it is meant to catch
     assert LEGACY_RNG.search("np.random.seed(0)") and LEGACY_RNG.search("x = np.random.rand(3)")
     assert LEGACY_RNG.search("import random\n") and not LEGACY_RNG.search("np.random.default_rng(0)")
+
+
+def test_a_D_too_large_for_float32_is_named_without_a_warning():
+    net = mr.MLP([3, 4, 2], dtype=np.float32, seed=0)
+    before = param_bytes(net)
+    D = {k: np.full(v.shape, 1e300) for k, v in net.params.items()}     # float64, finite
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                                   # no RuntimeWarning on the cast
+        with pytest.raises(ValueError, match=r"^D\['W1'\]: expected values that fit in float32"):
+            net.step(D, 0.1)
+    assert param_bytes(net) == before
