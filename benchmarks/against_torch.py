@@ -16,7 +16,6 @@ it, since another tenant or the clock can slow one process and not the next. Rep
 median step of each framework, and the ratio of their steps over their processes' floors.
 """
 import argparse
-import time
 
 import numpy as np
 import torch

@@ -20,15 +20,17 @@ step's matmuls, the floor, in the same process: every time is reported over that
 skew a ratio between groups. Peak memory: ``tracemalloc`` in a separate run (NumPy reports its
 array buffers to tracemalloc; BLAS's own work space is not seen).
 
-Faults, and the two allocator settings: every NumPy expression allocates its result, and a step
-or a projection frees ~13 MiB of records, stages and gradients when it returns. By default glibc
-hands free memory at the top of its heap back to the operating system, and the next call takes
-it back one 4 KiB page at a time: a minor page fault, ~3 us each in a virtual machine, counted
-per call (``getrusage``). How many a loop pays depends on the heap's layout, that is on
+Faults, and the two allocator settings: every NumPy expression allocates its result, and a call
+frees its arrays when it returns (6 MiB for a step, 10 MiB for a projection, at these sizes in
+float64). By default glibc hands free memory at the top of its heap back to the operating
+system once there is more than about twice its largest recently freed block, and the next call
+takes it back one 4 KiB page at a time: a minor page fault, ~3 us each in a virtual machine,
+counted per call (``getrusage``). How many a loop pays depends on the heap's layout, that is on
 everything else the process holds, not on the arithmetic. So each group is timed twice, each
 time in a fresh process: with glibc's defaults (a plain loop, as a script would run it), and
 after ``keep_freed_memory()``, where freed memory is reused and the faults vanish: what our own
 code costs.
+
 Results are plain dicts and lists (``run``), JSON-ready (``--json PATH``); the table is ``format_table``;
 ``projection_cost_data`` extracts the arrays of the projection-cost figure (``plots.projection_cost``).
 """
@@ -279,7 +281,7 @@ def _floor_after(net, X, G, timings, repeats):
 
     After, not interleaved: the floor keeps its arrays alive, and with glibc's defaults any array
     kept alive during a loop changes where the loop's own arrays land, hence how many pages it
-    faults in (a floor made first cuts a plain float64 step's faults from ~4700 to ~150 here).
+    faults in (here, a floor made first takes a float64 projection from ~4000 faults a call to 0).
     """
     products, flops = step_products(net, X, G)
     floor = time_interleaved({"products": products}, repeats)["products"]

@@ -48,7 +48,8 @@ def cmd_figures(args):
     """Regenerate every figure into --out (default: figures/)."""
     from .figures import FIGURES, write_all
 
-    only = [name if name.endswith(".png") else name + ".png" for name in args.only]  # pareto = pareto.png
+    # "pareto" names pareto.png
+    only = [name if name.endswith(".png") else name + ".png" for name in args.only]
     unknown = [name for name, png in zip(args.only, only) if png not in FIGURES]
     if unknown:
         print(f"--only: unknown figures {unknown}; known: {', '.join(FIGURES)}", file=sys.stderr)

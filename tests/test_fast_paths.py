@@ -204,3 +204,21 @@ def test_backward_leaves_its_record_whole():
     net.backward(record, G, input_grad=False)
     assert list(record.stages) == list(stages)
     assert all(np.array_equal(record.stages[k], v) for k, v in stages.items())
+
+
+def test_dropped_input_kernels_are_made_again_the_same():
+    net, X, G = bench.problem([12, 9, 7, 4], 10, seed=1)
+    J = OutputJacobian(net, X, [0, 1])
+    gram = J.gram()
+    J.drop_input_kernels()
+    assert np.array_equal(J.gram(), gram)
+
+
+def test_from_signals_consumes_only_when_asked():
+    net, X, G = bench.problem([12, 9, 7, 4], 10, seed=1)
+    J = OutputJacobian(net, X, [0])
+    E = J.weighted_signals(np.arange(1.0, 11.0))
+    kept = J.from_signals(E)
+    assert list(E) == [1, 2, 3]
+    consumed = J.from_signals(E, consume=True)
+    assert E == {} and all(np.array_equal(kept[k], consumed[k]) for k in kept)
