@@ -223,3 +223,11 @@ def test_the_readme_memory_figures():
         r = next(r for r in json.load(fh)["results"] if r["dtype"] == "float64")
     assert 5.5 <= r["peak_bytes"]["step"] / 2**20 < 6.5
     assert 9.5 <= r["peak_bytes"]["project"] / 2**20 < 11
+
+
+def test_keep_freed_memory_says_false_where_there_is_no_mallopt(monkeypatch):
+    class NoMallopt:                                     # a C library without mallopt (macOS)
+        def __init__(self, name):
+            pass
+    monkeypatch.setattr(bench.ctypes, "CDLL", NoMallopt)
+    assert bench.keep_freed_memory() is False
