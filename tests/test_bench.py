@@ -237,5 +237,3 @@ def test_the_readme_gives_the_benchs_own_allocator_settings():
     from pathlib import Path
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert f"GLIBC_TUNABLES={bench.KEEP_MEMORY['GLIBC_TUNABLES']}" in readme
-    assert bench.KEEP_MEMORY["GLIBC_TUNABLES"] == (
-        f"glibc.malloc.trim_threshold={bench.KEEP_UP_TO}:glibc.malloc.mmap_threshold={bench.MAP_ABOVE}")
