@@ -139,7 +139,8 @@ class Model:
 
         Atomic: D and lr are checked in full, and every new value is computed and checked
         finite, before any parameter changes; a rejected step leaves the network bit for bit
-        as it was. The arrays of ``params`` are updated in place (references stay valid).
+        as it was. The arrays of ``params`` are updated in place (references stay valid). The
+        new values are computed in buffers the model keeps between steps (``_step_buffers``).
         """
         lr = _checks.real("lr", lr, low=0.0, low_inclusive=False)
         with np.errstate(over="ignore", under="ignore"):
