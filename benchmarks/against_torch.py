@@ -49,32 +49,20 @@ def torch_step(net, X, G, dtype):
     return step, params, forward
 
 
-def time_ours(name, repeats, keep_memory):
-    """mlp-ref's step in a loop, then the matmul floor, in this process."""
+def time_step(who, name, repeats, keep_memory):
+    """One framework's step ("mlp-ref" or "torch") in a loop, then NumPy's matmuls of a step
+    (the bench's floor: a probe of how fast the machine ran for this process), in this process."""
     if keep_memory:
         bench.keep_freed_memory()
     net, X, G = bench.problem(bench.SIZES, bench.BATCH, name)
-
-    def step():
-        net.step(net.gradient(X, G), LR)
-    return _with_floor(bench.time_interleaved({"step": step}, repeats)["step"], net, X, G, repeats)
-
-
-def time_torch(name, repeats, keep_memory):
-    """The same step in torch in a loop, then the matmul floor (NumPy's), in this process."""
-    if keep_memory:
-        bench.keep_freed_memory()
-    net, X, G = bench.problem(bench.SIZES, bench.BATCH, name)
-    step = torch_step(net, X, G, getattr(torch, name))[0]
-    return _with_floor(bench.time_interleaved({"step": step}, repeats)["step"], net, X, G, repeats)
-
-
-def _with_floor(timing, net, X, G, repeats):
-    """The timing and, timed after it in the same process, the NumPy matmuls of one step: a
-    probe of how fast the machine ran for this process (as in ``python -m mlp_ref bench``)."""
-    products, _ = bench.step_products(net, X, G)
-    floor = bench.time_interleaved({"products": products}, repeats)["products"]["median_s"]
-    return {**timing, "floor_s": floor}
+    if who == "torch":
+        step = torch_step(net, X, G, getattr(torch, name))[0]
+    else:
+        def step():
+            net.step(net.gradient(X, G), LR)
+    timings = bench.time_interleaved({"step": step}, repeats)
+    bench._floor_after(net, X, G, timings, repeats)     # notes floor_s, as the bench does
+    return timings["step"]
 
 
 def check_same_gradient(name):
@@ -105,8 +93,9 @@ def main():
         check_same_gradient(name)
         runs = {"mlp-ref": [], "torch": []}
         for _ in range(args.rounds):
-            for who, fn in [("mlp-ref", time_ours), ("torch", time_torch)]:
-                runs[who].append(bench._call(True, fn, name, args.repeats, args.keep_memory))
+            for who in runs:
+                runs[who].append(bench._call(True, time_step, who, name, args.repeats,
+                                             args.keep_memory))
         ms = {who: 1e3 * np.median([t["median_s"] for t in ts]) for who, ts in runs.items()}
         faults = {who: int(np.median([t["faults"] for t in ts])) for who, ts in runs.items()}
         # each process's step over the matmuls timed in it, then the median over processes
