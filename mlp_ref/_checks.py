@@ -172,3 +172,9 @@ def path(name, x):
     except TypeError:
         raise TypeError(f"{name}: expected a file path (str or pathlib.Path), "
                         f"got {describe(x)}") from None
+
+
+def count_nonfinite(a):
+    """'2 NaN, 1 inf' for an array holding them."""
+    nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
+    return ", ".join(f"{c} {what}" for c, what in [(nan, "NaN"), (inf, "inf")] if c)

@@ -149,7 +149,7 @@ def check(net, X, G, h=1e-5, tol=1e-7):
         elif name[:2] == "dz":
             l = int(name[2:])
             x = record.z[l].astype(ext)
-            act = net._acts[l - 1]
+            act = net.act(l)
             num = numerical_gradient(lambda: loss(net.forward_from(l + 1, act.f(x))), x, h)
         elif name[:2] == "da":
             l = int(name[2:])

@@ -81,7 +81,7 @@ class OutputJacobian:
         if record is None:
             record = net.forward(X)
         else:
-            net._check_record(record)
+            net.check_record(record)
         n, K = record.output.shape
         self.keep = check_keep(keep, K)
         q = len(self.keep)

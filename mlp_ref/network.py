@@ -83,10 +83,15 @@ def _keys(d):
     return f"keys {list(d)}" if isinstance(d, dict) else _checks.describe(d)
 
 
-def _count_nonfinite(a):
-    """'2 NaN, 1 inf' for an array holding them."""
-    nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
-    return ", ".join(f"{c} {what}" for c, what in [(nan, "NaN"), (inf, "inf")] if c)
+def check_sizes(sizes):
+    """``sizes`` as a list of positive ints, at least two (inputs and outputs)."""
+    if not isinstance(sizes, (list, tuple, range, np.ndarray)) or np.ndim(sizes) != 1:
+        raise TypeError(f"sizes: expected a list of at least two positive whole numbers, "
+                        f"got {_checks.describe(sizes)}")
+    if len(sizes) < 2:
+        raise ValueError(f"sizes: expected at least two positive whole numbers "
+                         f"(inputs and outputs), got {list(sizes)}")
+    return [_checks.positive_int(f"sizes[{i}]", s) for i, s in enumerate(sizes)]
 
 
 class Model:
@@ -212,7 +217,7 @@ class MLP(Model):
 
     def __init__(self, sizes, hidden="sigmoid", output="identity", init_std=0.1, seed=0,
                  dtype=np.float64):
-        self.sizes = self._check_sizes(sizes)
+        self.sizes = check_sizes(sizes)
         L = len(self.sizes) - 1
         if isinstance(hidden, (list, tuple)):
             if len(hidden) != L - 1:
@@ -240,22 +245,15 @@ class MLP(Model):
             self.params[f"W{l}"] = rng.normal(0.0, self.init_std, (n_in, n_out)).astype(self.dtype)
             self.params[f"b{l}"] = rng.normal(0.0, self.init_std, (n_out,)).astype(self.dtype)
 
-    @staticmethod
-    def _check_sizes(sizes):
-        # an ordered sequence: a set or a dict has a length too, but no order of layers
-        if not isinstance(sizes, (list, tuple, range, np.ndarray)) or np.ndim(sizes) != 1:
-            raise TypeError(f"sizes: expected a list of at least two positive whole numbers, "
-                            f"got {_checks.describe(sizes)}")
-        if len(sizes) < 2:
-            raise ValueError(f"sizes: expected at least two positive whole numbers "
-                             f"(inputs and outputs), got {list(sizes)}")
-        return [_checks.positive_int(f"sizes[{i}]", s) for i, s in enumerate(sizes)]
-
     # -- description -------------------------------------------------------------------
     @property
     def activations(self):
         """Activation names per layer 1 .. L (the last is the output's)."""
         return [act.name for act in self._acts]
+
+    def act(self, l):
+        """The activation of layer l = 1 .. L: an object with ``.name``, ``.f(z)``, ``.df(z, a)``."""
+        return self._acts[l - 1]
 
     def __repr__(self):
         if self.depth == 1:                      # no hidden layer: nothing to name
@@ -305,7 +303,7 @@ class MLP(Model):
 
     def _why_not_finite(self, record):
         """The message for a non-finite output: which parameter, or which stage overflowed."""
-        broken = [f"{k} ({_count_nonfinite(v)})" for k, v in self.params.items()
+        broken = [f"{k} ({_checks.count_nonfinite(v)})" for k, v in self.params.items()
                   if not np.isfinite(v).all()]
         if broken:
             which = "parameter" if len(broken) == 1 else "parameters"
@@ -358,7 +356,7 @@ class MLP(Model):
         record must come from the current parameters: after a ``step``, run ``forward``
         again (a stale record mixes old activations with new weights).
         """
-        self._check_record(record)
+        self.check_record(record)
         return self._backprop(record, G, input_grad, param_grads, keep=True)
 
     def gradient(self, X, G):
@@ -407,7 +405,8 @@ class MLP(Model):
         grads = {key: grads[key] for key in self.params} if param_grads else {}   # W1, b1, ...
         return Backward(stages=stages, grads=grads)
 
-    def _check_record(self, record):
+    def check_record(self, record):
+        """Raise TypeError/ValueError unless ``record`` is a whole forward record of this network."""
         if not isinstance(record, Forward):
             raise TypeError(f"record: expected the Forward record returned by net.forward(X), "
                             f"got {_checks.describe(record)}")

@@ -12,7 +12,7 @@ import uuid
 import numpy as np
 
 from . import _checks, activations
-from .network import DTYPES, MLP, _count_nonfinite
+from .network import DTYPES, MLP, check_sizes
 
 FILE_FORMAT = "mlp-ref MLP 1"          # what MLP.save writes; bump it if the file layout changes
 ARCHITECTURE_KEYS = ("format", "sizes", "activations", "dtype", "init_std", "seed")
@@ -109,7 +109,7 @@ def _check_param(name, arr, shape, dtype, why=""):
     if arr.dtype != dtype:
         raise ValueError(f"{name}: expected dtype {np.dtype(dtype).name}{why}, got {arr.dtype}")
     if not np.isfinite(arr).all():
-        raise ValueError(f"{name}: expected finite values, got {_count_nonfinite(arr)}")
+        raise ValueError(f"{name}: expected finite values, got {_checks.count_nonfinite(arr)}")
 
 
 def _text(arr):
@@ -129,7 +129,7 @@ def _read_format(arr):
 def _read_sizes(arr):
     if not (arr.ndim == 1 and arr.dtype.kind in "iu"):
         raise ValueError(f"expected a 1-D array of whole numbers, got {_checks.describe(arr)}")
-    return MLP._check_sizes(arr.tolist())
+    return check_sizes(arr.tolist())
 
 
 def _read_activations(arr):
