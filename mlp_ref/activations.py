@@ -2,8 +2,8 @@
 
 Each activation is a pair of functions:
 
-    f(z)        the activation, elementwise
-    df(z, a)    its derivative f'(z), given both z and a = f(z)
+    f(z)        the activation, elementwise, a new array
+    df(z, a)    its derivative f'(z), given both z and a = f(z), a new array
 
 The derivative receives ``a`` as well as ``z`` because most derivatives are cheapest
 in terms of the output (sigmoid' = a(1 - a), tanh' = 1 - a^2), and the forward
@@ -40,11 +40,9 @@ def sigmoid(z):
 
 
 def sigmoid_grad(z, a):
-    """sigma'(z) = sigma(z) (1 - sigma(z)) = a (1 - a)."""
-    out = 1.0 - a
+    """sigma'(z) = sigma(z) (1 - sigma(z)) = a (1 - a), a new array."""
     with np.errstate(under="ignore"):
-        out *= a                           # in place: one array, not two, per backward layer
-    return out
+        return a * (1.0 - a)
 
 
 def tanh(z):
@@ -53,10 +51,9 @@ def tanh(z):
 
 
 def tanh_grad(z, a):
-    """tanh'(z) = 1 - tanh(z)^2 = 1 - a^2."""
+    """tanh'(z) = 1 - tanh(z)^2 = 1 - a^2, a new array."""
     with np.errstate(under="ignore"):
-        out = a * a
-    return np.subtract(1.0, out, out=out)  # in place: one array, not two, per backward layer
+        return 1.0 - a * a
 
 
 def relu(z):
@@ -65,17 +62,17 @@ def relu(z):
 
 
 def relu_grad(z, a):
-    """relu'(z) = 1 where z > 0, else 0 (we take 0 at the kink z = 0)."""
+    """relu'(z) = 1 where z > 0, else 0 (we take 0 at the kink z = 0), a new array."""
     return (z > 0).astype(z.dtype)
 
 
 def identity(z):
-    """identity(z) = z."""
-    return z
+    """identity(z) = z, as a new array: the record's a_L must not be its z_L."""
+    return np.array(z)
 
 
 def identity_grad(z, a):
-    """identity'(z) = 1."""
+    """identity'(z) = 1, a new array."""
     return np.ones_like(z)
 
 

@@ -32,12 +32,13 @@ columns put side by side; a TwoTower model is one MLP per group.
 from __future__ import annotations
 
 import numbers
+from functools import partial
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import _checks
-from .network import MLP, Backward, Model
+from .network import MLP, Backward, Model, Piece
 
 
 def check_groups(name, groups, K):
@@ -103,8 +104,7 @@ def _structure(net, sizes):
 
 class _Composed(Model):
     """What SplitHeads and TwoTower share beyond ``network.Model``: being built from an MLP
-    (``_build``, which each defines), the activation names they were built with, and a copy
-    that duplicates the one storage, ``params``."""
+    (``_build``, which each defines) and the activation names they were built with."""
 
     @classmethod
     def _from(cls, net, groups):
@@ -123,13 +123,6 @@ class _Composed(Model):
     def activations(self):
         return self._activations
 
-    def copy(self):
-        """An independent deep copy: stepping the copy leaves this model untouched."""
-        new = object.__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        new.__dict__.pop("_buffers", None)       # step's scratch arrays: each copy makes its own
-        new.params = {k: v.copy() for k, v in self.params.items()}
-        return new
 
 
 class SplitHeads(_Composed):
@@ -208,22 +201,45 @@ class SplitHeads(_Composed):
         return (f"SplitHeads({self.sizes}, heads={self.heads}, hidden={self.hidden!r}, "
                 f"output={self.output!r})")
 
+    @property
+    def output_keys(self):
+        """Every head's parameters: the output layer, as ``var_list`` names it."""
+        return [k for j in range(len(self.heads)) for k in self.head_keys(j)]
+
     # -- the equivalent MLP --------------------------------------------------------------
-    def _as_mlp(self):
-        """The same function as one MLP: trunk arrays shared, W_L and b_L assembled from the heads."""
+    def _to_mlp(self, D):
+        """A dict like params under the equivalent MLP's keys: the heads' columns side by side in
+        W_L and b_L (new arrays), the trunk's arrays as they are."""
         L = self.depth
         W = np.empty((self.sizes[-2], self.sizes[-1]), dtype=self.dtype)
         b = np.empty(self.sizes[-1], dtype=self.dtype)
         for j, cols in enumerate(self.heads):
-            W[:, cols] = self.params[f"W{L}_head{j}"]
-            b[cols] = self.params[f"b{L}_head{j}"]
-        params = {k: self.params[k] for k in self.trunk_keys}
-        params[f"W{L}"], params[f"b{L}"] = W, b
-        return _mlp_with(self._template, params)
+            W[:, cols] = D[f"W{L}_head{j}"]
+            b[cols] = D[f"b{L}_head{j}"]
+        out = {k: D[k] for k in self.trunk_keys}
+        out[f"W{L}"], out[f"b{L}"] = W, b
+        return out
+
+    def _to_model(self, D):
+        """The inverse of ``_to_mlp``: W_L's and b_L's columns handed back to their heads (copies)."""
+        L = self.depth
+        out = {k: D[k] for k in self.trunk_keys}
+        for j, cols in enumerate(self.heads):
+            out[f"W{L}_head{j}"] = D[f"W{L}"][:, cols]
+            out[f"b{L}_head{j}"] = D[f"b{L}"][cols]
+        return out
+
+    def _as_mlp(self):
+        """The same function as one MLP: trunk arrays shared, W_L and b_L assembled from the heads."""
+        return _mlp_with(self._template, self._to_mlp(self.params))
 
     def to_mlp(self):
         """An independent MLP computing the same function (the heads joined back into W_L, b_L)."""
         return self._as_mlp().copy()
+
+    def pieces(self):
+        """One piece: the equivalent MLP, computing every output (see ``network.Piece``)."""
+        return [Piece(self._as_mlp(), list(range(self.sizes[-1])), self._to_mlp, self._to_model)]
 
     # -- forward and backward ------------------------------------------------------------
     def forward(self, X):
@@ -240,18 +256,17 @@ class SplitHeads(_Composed):
         """
         return self._as_mlp().forward(X)
 
-    def backward(self, record, G, input_grad=True):
+    def backward(self, record, G):
         """Backpropagate G = dL/dO through the record of ``self.forward(X)``.
 
         Parameters
         ----------
         record : Forward
         G : array_like, shape (n, K) or (K,)
-        input_grad : bool      also compute da0 = dL/dX
 
         Returns
         -------
-        Backward. ``stages`` are the MLP's (dout, dz_L, dW_L, db_L, da_{L-1}, ..., db1[, da0])
+        Backward. ``stages`` are the MLP's (dout, dz_L, dW_L, db_L, da_{L-1}, ..., db1, da0)
         with, after db_L, each head's share:
 
             dW{L}_head{j} = dW_L[:, heads[j]]  = a_{L-1}.T @ dz_L[:, heads[j]]
@@ -259,19 +274,14 @@ class SplitHeads(_Composed):
 
         ``grads`` holds dW_l, db_l for the trunk and the heads' shares, keyed like params.
         """
-        back = self._as_mlp().backward(record, G, input_grad=input_grad)
-        L = self.depth
-        head_grads = {}
-        for j, cols in enumerate(self.heads):
-            head_grads[f"W{L}_head{j}"] = back.stages[f"dW{L}"][:, cols]
-            head_grads[f"b{L}_head{j}"] = back.stages[f"db{L}"][cols]
+        back = self._as_mlp().backward(record, G)
+        grads = self._to_model(back.grads)
+        heads = {f"d{k}": grads[k] for k in grads if k not in self.trunk_keys}
         stages = {}
         for name, value in back.stages.items():
             stages[name] = value
-            if name == f"db{L}":
-                stages.update({f"d{k}": g for k, g in head_grads.items()})
-        grads = {k: back.grads[k] for k in self.trunk_keys}
-        grads.update(head_grads)
+            if name == f"db{self.depth}":
+                stages.update(heads)
         return Backward(stages=stages, grads=grads)
 
 
@@ -365,10 +375,30 @@ class TwoTower(_Composed):
         """Tower k as an independent MLP (a copy), outputs groups[k]."""
         return self._tower(k).copy()
 
+    @property
+    def output_keys(self):
+        """Every tower's output layer: the parameters ``var_list`` would name."""
+        return [f"{p}{self.depth}_tower{k}" for k in range(len(self.groups)) for p in "Wb"]
+
+    def pieces(self):
+        """One piece per tower: the tower's MLP (sharing this model's arrays), its group of
+        outputs, and its keys with and without the suffix ``_tower{k}`` (see ``network.Piece``)."""
+        return [Piece(self._tower(k), list(cols), partial(self._tower_part, k),
+                      partial(self._tower_keys_back, k)) for k, cols in enumerate(self.groups)]
+
+    def _tower_part(self, k, D):
+        """Tower k's entries of a dict like params, under the tower MLP's keys."""
+        n = len(f"_tower{k}")
+        return {key[:-n]: D[key] for key in self.tower_keys(k)}
+
+    @staticmethod
+    def _tower_keys_back(k, D):
+        """A dict like tower k's MLP params, under this model's keys."""
+        return {f"{key}_tower{k}": v for key, v in D.items()}
+
     def _tower(self, k):
         """Tower k as an MLP sharing this model's arrays."""
-        n = len(f"_tower{k}")
-        return _mlp_with(self._templates[k], {key[:-n]: self.params[key] for key in self.tower_keys(k)})
+        return _mlp_with(self._templates[k], self._tower_part(k, self.params))
 
     def __repr__(self):
         return (f"TwoTower({self.sizes}, groups={self.groups}, hidden={self.hidden!r}, "
@@ -393,20 +423,19 @@ class TwoTower(_Composed):
             out[:, cols] = rec.output
         return TowerForward(X=records[0].X, towers=records, output=out)
 
-    def backward(self, record, G, input_grad=True):
+    def backward(self, record, G):
         """Backpropagate G = dL/dO: tower k receives G's columns groups[k].
 
         Parameters
         ----------
         record : TowerForward       from ``self.forward(X)``
         G : array_like, shape (n, K) or (K,)
-        input_grad : bool           also compute da0 = dL/dX
 
         Returns
         -------
-        Backward. ``stages`` are every tower's (dout_tower0, dz{L}_tower0, ...), and, when
-        input_grad, the total ``da0`` = sum_k da0_tower{k}: X feeds every tower, so the
-        gradients add at that fork. ``grads`` are keyed like params.
+        Backward. ``stages`` are every tower's (dout_tower0, dz{L}_tower0, ...), and the total
+        ``da0`` = sum_k da0_tower{k}: X feeds every tower, so the gradients add at that fork.
+        ``grads`` are keyed like params.
         """
         if not isinstance(record, TowerForward) or len(record.towers) != len(self.groups):
             raise TypeError(f"record: expected the TowerForward record returned by "
@@ -415,13 +444,11 @@ class TwoTower(_Composed):
         n, K = record.output.shape
         G = _checks.rows_or_vector("G", G, self.dtype, n, K)
         stages, grads = {}, {}
-        da0 = None
+        da0 = 0.0
         for k, cols in enumerate(self.groups):
-            back = self._tower(k).backward(record.towers[k], G[:, cols], input_grad=input_grad)
+            back = self._tower(k).backward(record.towers[k], G[:, cols])
             stages.update({f"{name}_tower{k}": v for name, v in back.stages.items()})
-            grads.update({f"{key}_tower{k}": g for key, g in back.grads.items()})
-            if input_grad:
-                da0 = back.stages["da0"] if da0 is None else da0 + back.stages["da0"]
-        if input_grad:
-            stages["da0"] = da0
+            grads.update(self._tower_keys_back(k, back.grads))
+            da0 = da0 + back.stages["da0"]
+        stages["da0"] = da0
         return Backward(stages=stages, grads=grads)

@@ -1,21 +1,25 @@
-"""Performance: what one training step and each fix cost, measured against the hardware's floor.
+"""Performance: what the gradient and each fix cost, measured against the hardware's floor.
 
-``python -m mlp_ref bench`` times, on an MNIST-sized network ([784, 512, 512, 10], tanh,
-a batch of 256), in float64 and float32:
+``python -m mlp_ref bench`` times the fast tier (``mlp_ref.fast``), with the reference tier
+beside it, on an MNIST-sized network ([784, 512, 512, 10], tanh, a batch of 256), in float64
+and float32:
 
-    step        net.step(net.gradient(X, G), lr): forward, backward with parameter grads, update
-    products    the same step's matrix products alone, inputs and outputs preallocated:
-                the floor no NumPy code can beat, since a step is at least its matmuls
-    project     fixes.project holding output 0 on all rows, as a multiple of the step
+    gradient    fast.gradient(net, X, G): forward, backward with parameter grads
+    step        fast.step(net, fast.gradient(net, X, G), lr): the gradient, then the update
+    products    the gradient's matrix products alone, inputs and outputs preallocated:
+                the floor no NumPy code can beat, since a gradient is at least its matmuls
+    project     fast.project holding output 0 on all rows, as a multiple of the gradient
                 (and with refine=0: what the refinement pass costs)
-    restore     one Gauss-Newton iteration of fixes.restore
+    restore     one Gauss-Newton iteration of fast.restore
+    reference   net.gradient, net.step and fixes.project: the lesson's code, what the tricks buy
     dense       the same projection through a dense Jacobian J (n rows x P columns) and a dense
                 solve, for n = 16 .. 256 constraints: what the Gram trick saves, in time and memory
 
 Timing: ``time.perf_counter`` around each call, after a warm-up call, ``repeats`` times, and the
-median reported. Each group (the step; the two projections, interleaved; restore; each sweep
-row) runs in a fresh Python process (``_call``), as a plain loop of its calls, and then times a
-step's matmuls, the floor, in the same process: every time is reported over that floor
+median reported. Each group (the gradient and the step; the two projections, interleaved;
+restore; the reference; each sweep row) runs in a fresh Python process (``_call``), as a plain
+loop of its calls, and then times the gradient's matmuls, the floor, in the same process: every
+time is reported over that floor
 (``_relative``), so a process that caught the machine slow (another tenant, the clock) does not
 skew a ratio between groups. Peak memory: ``tracemalloc`` in a separate run (NumPy reports its
 array buffers to tracemalloc; BLAS's own work space is not seen).
@@ -46,7 +50,7 @@ import tracemalloc
 
 import numpy as np
 
-from . import fixes, jacobian
+from . import fast, fixes, jacobian
 from .network import MLP
 
 SIZES = [784, 512, 512, 10]
@@ -193,7 +197,7 @@ def step_products(net, X, G):
     Returns (f, flops), flops the multiply-adds counted twice.
     """
     record = net.forward(X)
-    stages = net.backward(record, G, input_grad=False).stages
+    stages = net.backward(record, G).stages
     work, flops = [], 0
     for l in range(1, net.depth + 1):
         W, a = net.params[f"W{l}"], record.a[l - 1]
@@ -234,28 +238,32 @@ def dense_bytes(net, n_rows, q=len(KEEP)):
 
 
 # -- the benchmark -------------------------------------------------------------------------
-def time_steps(dtype, sizes=SIZES, batch=BATCH, repeats=15):
-    """A loop of plain training steps, then the matmul floor; the step's peak memory."""
+def time_gradient(dtype, sizes=SIZES, batch=BATCH, repeats=15):
+    """A loop of ``fast.gradient`` and of training steps (``fast.step`` of it), interleaved,
+    then the matmul floor; their peak memory."""
     net, X, G = problem(sizes, batch, dtype)
 
-    def step():
-        net.step(net.gradient(X, G), LR)
+    def gradient():
+        fast.gradient(net, X, G)
 
-    timings = time_interleaved({"step": step}, repeats)
+    def step():
+        fast.step(net, fast.gradient(net, X, G), LR)
+
+    timings = time_interleaved({"gradient": gradient, "step": step}, repeats)
     return {"n_params": net.n_params, "timings": timings, **_floor_after(net, X, G, timings, repeats),
-            "peak_bytes": {"step": peak_bytes(step)}}
+            "peak_bytes": {"gradient": peak_bytes(gradient), "step": peak_bytes(step)}}
 
 
 def time_projections(dtype, sizes=SIZES, batch=BATCH, repeats=15):
-    """A loop of ``fixes.project`` holding output 0 on every row (refine=None, the default, and
+    """A loop of ``fast.project`` holding output 0 on every row (refine=None, the default, and
     refine=0, interleaved), then the matmul floor; the projection's peak memory."""
     net, X, G = problem(sizes, batch, dtype)
 
     def project():
-        fixes.project(net, X, G, keep=KEEP)
+        fast.project(net, X, G, keep=KEEP)
 
     def project_unrefined():
-        fixes.project(net, X, G, keep=KEEP, refine=0)
+        fast.project(net, X, G, keep=KEEP, refine=0)
 
     timings = time_interleaved({"project": project, "project_refine0": project_unrefined}, repeats)
     return {"timings": timings, **_floor_after(net, X, G, timings, repeats),
@@ -263,16 +271,40 @@ def time_projections(dtype, sizes=SIZES, batch=BATCH, repeats=15):
 
 
 def time_restore(dtype, sizes=SIZES, batch=BATCH, repeats=15):
-    """A loop of single ``fixes.restore`` iterations, then the matmul floor."""
+    """A loop of single ``fast.restore`` iterations, then the matmul floor."""
     net, X, G = problem(sizes, batch, dtype)
     ref = net(X)[:, KEEP]
     moved = net.copy().step(fixes.project(net, X, G, keep=KEEP), LR)    # off the constraint
 
     def restore_iteration():                 # one Gauss-Newton step (and the forward pass that
-        fixes.restore(moved, X, ref, keep=KEEP, tol=1e-300, max_iter=1)   # checks it); the cost
+        fast.restore(moved, X, ref, keep=KEEP, tol=1e-300, max_iter=1)    # checks it); the cost
                                              # does not depend on how far off the constraint it is
     timings = time_interleaved({"restore": restore_iteration}, repeats)
     return {"timings": timings, **_floor_after(net, X, G, timings, repeats)}
+
+
+def time_reference(dtype, sizes=SIZES, batch=BATCH, repeats=15):
+    """The reference tier beside the fast one: ``net.gradient``, ``net.step`` of it and
+    ``fixes.project``, interleaved, then the matmul floor; their peak memory."""
+    net, X, G = problem(sizes, batch, dtype)
+
+    def gradient():
+        net.gradient(X, G)
+
+    def step():
+        net.step(net.gradient(X, G), LR)
+
+    def project():
+        fixes.project(net, X, G, keep=KEEP)
+
+    calls = {"reference_gradient": gradient, "reference_step": step, "reference_project": project}
+    timings = time_interleaved(calls, repeats)
+    return {"timings": timings, **_floor_after(net, X, G, timings, repeats),
+            "peak_bytes": {name: peak_bytes(f) for name, f in calls.items()}}
+
+
+#: the groups of measurements, each timed in a process of its own
+GROUPS = (time_gradient, time_projections, time_restore, time_reference)
 
 
 def _floor_after(net, X, G, timings, repeats):
@@ -287,7 +319,7 @@ def _floor_after(net, X, G, timings, repeats):
     floor = time_interleaved({"products": products}, repeats)["products"]
     for t in timings.values():
         t["floor_s"] = floor["median_s"]
-    if "step" in timings:                    # the step's own group reports the floor as a row
+    if "gradient" in timings:                # the gradient's own group reports the floor as a row
         timings["products"] = {**floor, "floor_s": floor["median_s"]}
     return {"products_flops": flops}
 
@@ -299,14 +331,14 @@ def _relative(timings, key):
 
 def time_sweep_row(dtype, sizes=SIZES, batch=BATCH, n=BATCH, repeats=15, dense_repeats=3,
                    dense_limit=DENSE_LIMIT):
-    """``fixes.project`` against ``dense_project``, holding output 0 on the first n rows of X:
+    """``fast.project`` against ``dense_project``, holding output 0 on the first n rows of X:
     times (medians), peaks and speed-up. The dense way is skipped above ``dense_limit`` bytes."""
     net, X, G = problem(sizes, batch, dtype)
     keep_X = None if n == batch else X[:n]
     row = {"n": n, "dense_bytes_estimate": dense_bytes(net, n), "note": ""}
 
     def gram():
-        fixes.project(net, X, G, keep=KEEP, keep_X=keep_X)
+        fast.project(net, X, G, keep=KEEP, keep_X=keep_X)
 
     def dense():
         dense_project(net, X, G, keep=KEEP, keep_X=keep_X)
@@ -389,18 +421,24 @@ def _call(isolate, fn, *args, keep_memory=False):
 
 
 def _ratios(timings):
-    """The ratios the targets are stated in. The step and the fixes run in different processes,
-    and a process may catch the machine fast or slow (another tenant, the clock): each is first
-    divided by the matmul floor timed beside it, so the ratio compares work, not moments."""
-    step = _relative(timings, "step")
-    return {"step_over_products": step,
-            "project_over_step": _relative(timings, "project") / step,
-            "restore_over_step": _relative(timings, "restore") / step}
+    """The ratios the targets are stated in. The gradient and the fixes run in different
+    processes, and a process may catch the machine fast or slow (another tenant, the clock):
+    each is first divided by the matmul floor timed beside it, so the ratio compares work, not
+    moments."""
+    gradient = _relative(timings, "gradient")
+    return {"gradient_over_products": gradient,
+            "step_over_gradient": _relative(timings, "step") / gradient,
+            "project_over_gradient": _relative(timings, "project") / gradient,
+            "restore_over_gradient": _relative(timings, "restore") / gradient,
+            "reference_gradient_over_gradient": _relative(timings, "reference_gradient") / gradient,
+            "reference_project_over_project": (_relative(timings, "reference_project")
+                                               / _relative(timings, "project"))}
 
 
 def bench_dtype(dtype, sizes=SIZES, batch=BATCH, repeats=15, isolate=True, log=print):
-    """Step, its matmuls, project, restore for one dtype: timings, faults, peaks and ratios,
-    with glibc's defaults and (when ``isolate``) again with glibc keeping freed memory."""
+    """The fast tier's gradient, step, project and restore, the matmul floor and the reference
+    tier beside them, for one dtype: timings, faults, peaks and ratios, with glibc's defaults and
+    (when ``isolate``) again with glibc keeping freed memory."""
     name = np.dtype(dtype).name
     args = (name, list(sizes), batch, repeats)
     out = {"dtype": name, "sizes": list(sizes), "batch": batch, "repeats": repeats}
@@ -408,11 +446,12 @@ def bench_dtype(dtype, sizes=SIZES, batch=BATCH, repeats=15, isolate=True, log=p
     for setting, keep_memory in settings.items():
         t0 = time.perf_counter()
         groups = [_call(isolate, group, *args, keep_memory=keep_memory)
-                  for group in (time_steps, time_projections, time_restore)]
+                  for group in GROUPS]
         if None in groups:                        # no glibc to tell: nothing to compare
             out["kept"] = None
             continue
-        log(f"[{name}] step and its matmuls, project, restore, {SETTINGS[setting]}: "
+        log(f"[{name}] gradient, step and their matmuls, project, restore, the reference, "
+            f"{SETTINGS[setting]}: "
             f"{repeats} calls each ({time.perf_counter() - t0:.1f} s)")
         steps = groups[0]
         timings = {k: v for g in groups for k, v in g["timings"].items()}
@@ -423,7 +462,8 @@ def bench_dtype(dtype, sizes=SIZES, batch=BATCH, repeats=15, isolate=True, log=p
         else:
             out["kept"] = {"timings": timings, **_ratios(timings)}
     out["products_gflops"] = out["products_flops"] / out["timings"]["products"]["median_s"] / 1e9
-    out["project_peak_over_step"] = out["peak_bytes"]["project"] / max(out["peak_bytes"]["step"], 1)
+    out["project_peak_over_gradient"] = (out["peak_bytes"]["project"]
+                                         / max(out["peak_bytes"]["gradient"], 1))
     out.setdefault("kept", None)
     return out
 
@@ -489,11 +529,22 @@ def _mib(nbytes):
     return "-" if nbytes is None else f"{nbytes / 2**20:.2f}"
 
 
-LABELS = {"step": "step (gradient + update)",
+LABELS = {"gradient": "gradient",
           "products": "  its matmuls alone (floor)",
+          "step": "step (gradient + update)",
           "project": "project (keep 0, n = {batch})",
           "project_refine0": "  the same, refine=0",
-          "restore": "restore, one iteration"}
+          "restore": "restore, one iteration",
+          "reference_gradient": "reference: net.gradient",
+          "reference_step": "reference: net.step",
+          "reference_project": "reference: fixes.project"}
+
+RATIOS = [("gradient / its matmuls", "gradient_over_products"),
+          ("step / gradient", "step_over_gradient"),
+          ("project / gradient", "project_over_gradient"),
+          ("restore / gradient", "restore_over_gradient"),
+          ("reference / fast gradient", "reference_gradient_over_gradient"),
+          ("reference / fast project", "reference_project_over_project")]
 
 
 def format_table(results):
@@ -511,28 +562,27 @@ def format_table(results):
         if r.get("kept"):
             settings[SETTINGS["kept"]] = r["kept"]
         lines += ["", f"{r['dtype']}: sizes {r['sizes']}, batch {r['batch']}, P = {r['n_params']}, "
-                      f"median of {r['repeats']} calls ({where}, a step's matmuls timed after each)",
-                  "x step = (time / the matmuls of its process) / (the step's time / the matmuls of "
-                  "the step's process)",
+                      f"median of {r['repeats']} calls ({where}, the gradient's matmuls timed after "
+                      f"each); the fast tier, then the reference",
+                  "x grad = (time / the matmuls of its process) / (the gradient's time / the "
+                  "matmuls of the gradient's process)",
                   f"{'':<28}" + "".join(f"{name:^27}" for name in settings),
-                  f"{'measurement':<28}" + f"{'median ms':>11}{'faults':>8}{'x step':>8}"
+                  f"{'measurement':<28}" + f"{'median ms':>11}{'faults':>8}{'x grad':>8}"
                   * len(settings) + f"{'peak MiB':>10}"]
         for key, label in LABELS.items():
             row = f"{label.format(batch=r['batch']):<28}"
             for setting in settings.values():
                 t = setting["timings"]
                 row += (f"{_ms(t[key]['median_s']):>11}{t[key]['faults']:>8}"
-                        f"{_relative(t, key) / _relative(t, 'step'):>8.2f}")
+                        f"{_relative(t, key) / _relative(t, 'gradient'):>8.2f}")
             lines.append(row + f"{_mib(r['peak_bytes'].get(key)):>10}")
-        for what, key in [("step / its matmuls", "step_over_products"),
-                          ("project / step", "project_over_step"),
-                          ("restore / step", "restore_over_step")]:
+        for what, key in RATIOS:
             lines.append(f"{what + ':':<28}" + ", ".join(f"{s[key]:.2f} ({name})"
                                                           for name, s in settings.items()))
         faults = r["timings"]["project"]["faults"]
         how = (f"bench.keep_freed_memory(), or GLIBC_TUNABLES={KEEP_MEMORY['GLIBC_TUNABLES']}"
                if r.get("kept") else "not measured here (it needs glibc and isolated processes)")
-        lines += [f"{'peak memory project / step:':<28}{r['project_peak_over_step']:.2f};   "
+        lines += [f"{'peak memory project / grad:':<28}{r['project_peak_over_gradient']:.2f};   "
                   f"matmuls at {r['products_gflops']:.1f} GFLOP/s",
                   f"(project's {faults} page faults per call cost up to "
                   f"{_ms(faults * m['page_fault_s'])} ms at the fault cost above;",

@@ -17,7 +17,11 @@ does to that term, and what it guarantees:
                  (with keep_X = X it is freeze)
 
 Every rule is a pure function: the network is not modified (except by ``restore``,
-whose job that is).
+whose job that is). Every rule works on every model of the package (MLP, SplitHeads,
+TwoTower): the Jacobian-based ones through ``jacobian.of``, which knows each model's pieces.
+
+This is the reference, written as the formulas; ``mlp_ref.fast`` has the same rules with the
+tricks a benchmark needs, tested equal.
 """
 from __future__ import annotations
 
@@ -25,18 +29,32 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _checks
-from .jacobian import GramSolver, OutputJacobian, check_keep
+from . import _checks, jacobian
+from .jacobian import GramSolver, check_keep, flatten, unflatten
+from .network import Model
 
 
-def _G(net, X, G):
+def check_net(net):
+    """``net`` if it is a model of this package, else TypeError starting 'net:'."""
+    if not isinstance(net, Model):
+        raise TypeError(f"net: expected a model of mlp_ref (MLP, SplitHeads, TwoTower), "
+                        f"got {_checks.describe(net)}")
+    return net
+
+
+def check_X(net, X, name="X"):
+    """X (or keep_X) as a finite (n, d) array of the network's dtype."""
+    return _checks.matrix(name, X, net.dtype, width=net.sizes[0], width_name="input columns")
+
+
+def check_XG(net, X, G):
     """(X, G) checked: X (n, d) and G (n, K) or (K,)."""
-    X = _checks.matrix("X", X, net.dtype, width=net.sizes[0], width_name="input columns")
+    X = check_X(check_net(net), X)
     G = _checks.rows_or_vector("G", G, net.dtype, X.shape[0], net.sizes[-1])
     return X, G
 
 
-def _rcond(rcond):
+def check_rcond(rcond):
     """None (the solver's default) or a relative eigenvalue cut-off in (0, 1)."""
     if rcond is None:
         return None
@@ -46,60 +64,21 @@ def _rcond(rcond):
     return rcond
 
 
-def _keep_X(net, X, keep_X):
-    if keep_X is None:
-        return X
-    return _checks.matrix("keep_X", keep_X, net.dtype, width=net.sizes[0],
-                          width_name="input columns")
+def check_refine(refine):
+    """A whole number of refinement passes >= 0 (None: the default, 1)."""
+    return 1 if refine is None else _checks.positive_int("refine", refine, minimum=0)
 
 
-def naive(net, X, G):
-    """The plain gradient g = sum_i J_i^T G_i, the direction of ``loss.backward()``.
-
-    Guarantee: none for out1. Its first-order change is -lr * J_1 g = -lr * K_12 G_2
-    (K_12 the cross-output tangent kernel), O(lr) on every input.
-    """
-    X, G = _G(net, X, G)
-    return net.gradient(X, G)
-
-
-def masked(net, X, G, mask):
-    """The gradient of the masked loss, the answer's ``loss2``: g with G replaced by mask * G.
-
-    mask : array_like of 0/1, shape (K,) or (n, K)
-
-    A 0 in the mask zeroes that column of G, so that output contributes nothing to the
-    gradient. In the question, G's column 1 is *already* zero: masked(mask=[0, 1]) equals
-    naive exactly, and out1 still drifts O(lr) whenever shared parameters move. A mask is
-    the tool for a missing label, not for invariance.
-    """
-    X, G = _G(net, X, G)
-    mask = _checks.rows_or_vector("mask", mask, net.dtype, *G.shape)
+def check_mask(mask, shape, dtype):
+    """A 0/1 mask of shape (K,) or (n, K), as an (n, K) array."""
+    mask = _checks.rows_or_vector("mask", mask, dtype, *shape)
     if not np.all((mask == 0) | (mask == 1)):
         raise ValueError(f"mask: expected only 0s and 1s, got values {np.unique(mask)}")
-    return net.gradient(X, mask * G)
-
-
-def freeze(net, X, G, trainable=None):
-    """The ``var_list`` recipe: the gradient, with every parameter not in ``trainable`` zeroed.
-
-    trainable : list of parameter names, e.g. ["W2", "b2"] (the answer's var_list);
-                defaults to the output layer's, [f"W{L}", f"b{L}"]
-
-    Guarantee: if out1 does not depend on any trainable parameter, out1 is unchanged bit
-    for bit, on every input and at every lr. With G = [0, -1], dW_L[:, 0] and db_L[0] are
-    already zero, so training only the output layer never touches out1's weights. Cost:
-    the shared trunk can no longer learn anything for out2.
-    """
-    X, G = _G(net, X, G)
-    if trainable is None:
-        trainable = [f"W{net.depth}", f"b{net.depth}"]
-    trainable = check_trainable(net, trainable)
-    g = net.gradient(X, G)
-    return {k: (v if k in trainable else np.zeros_like(v)) for k, v in g.items()}
+    return mask
 
 
 def check_trainable(net, trainable):
+    """A list of parameter names of ``net``."""
     if isinstance(trainable, str):
         trainable = [trainable]
     if not hasattr(trainable, "__iter__"):
@@ -113,63 +92,61 @@ def check_trainable(net, trainable):
     return trainable
 
 
-def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=None):
-    """D - J^T (J J^T)^+ J D: the part of D that moves no kept output on keep_X (to first order).
+def check_ref(ref, n, keep, dtype):
+    """ref as (n, q): accepts (n,) when a single output is kept."""
+    ref = _checks.as_array("ref", ref, dtype)
+    if ref.shape == (n,) and len(keep) == 1:
+        ref = ref[:, None]
+    if ref.shape != (n, len(keep)):
+        hint = f" or ({n},)" if len(keep) == 1 else ""
+        raise ValueError(f"ref: expected shape ({n}, {len(keep)}){hint} (rows of keep_X, "
+                         f"kept outputs), got shape {ref.shape}")
+    return ref
 
-    The orthogonal projection of D onto the null space of J, the Jacobian of outputs
-    ``keep`` on the rows of keep_X, computed from the per-layer Gram factors (see
-    ``jacobian``) without ever building J. Constraints that are redundant or
-    numerically dependent are dropped by the rank-revealing solve (``GramSolver``): then
-    the result is whatever is left, possibly zero (for instance when there are more
-    independent constraints than parameters).
 
-    Solving through J J^T squares J's condition number: on the seed network (small
-    weights, near-identical hidden units, cond(J J^T) ~ 2e11) one solve leaves
-    |J D| ~ 1e-8 |J g|. A ``refine`` pass projects the remainder J D once more with the same
-    factorised Gram (iterative refinement), which multiplies the error by about
-    eps * cond(J J^T); one pass brings the seed problem to ~1e-13. ``refine=None`` (the
-    default) takes that pass only where it is needed, when cond(J J^T) > 1e6, i.e. when the
-    first solve loses more than six digits to conditioning: the visible network (cond ~ 4e3)
-    and the benchmark's (cond ~ 13) are at round-off without it, and the pass would cost as
-    much as a third of the projection.
+def naive(net, X, G):
+    """The plain gradient g = sum_i J_i^T G_i, the direction of ``loss.backward()``.
+
+    Guarantee: none for out1. Its first-order change is -lr * J_1 g = -lr * K_12 G_2
+    (K_12 the cross-output tangent kernel), O(lr) on every input.
     """
-    D = _checks.param_dict("D", D, net.param_shapes, net.dtype)
-    keep_X = _checks.matrix("keep_X", keep_X, net.dtype, width=net.sizes[0],
-                            width_name="input columns")
-    refine = _check_refine(refine)
-    J = OutputJacobian(net, keep_X, keep)
-    solve = GramSolver(J.gram(), _rcond(rcond))
-    D = {k: v.copy() for k, v in D.items()}             # ours: the caller's D stays as it was
-    _refine(J, solve, D, 1)         # the projection itself is one pass of the refinement's update
-    return _refine(J, solve, D, refine)
+    X, G = check_XG(net, X, G)
+    return net.gradient(X, G)
 
 
-#: ``refine=None`` refines once when cond(J J^T) exceeds this (see ``nullspace``).
-REFINE_ABOVE_COND = 1e6
+def masked(net, X, G, mask):
+    """The gradient of the masked loss, the answer's ``loss2``: g with G replaced by mask * G.
 
+    mask : array_like of 0/1, shape (K,) or (n, K)
 
-def _check_refine(refine):
-    """None (automatic) or a whole number of refinement passes >= 0."""
-    return None if refine is None else _checks.positive_int("refine", refine, minimum=0)
-
-
-def _refine(J, solve, D, passes):
-    """``passes`` times, in place: D <- D - J^T (J J^T)^+ J D, projecting what is left of J D.
-
-    J D is computed from D as it is (rounding and all), which is what makes each pass gain
-    a factor ~ eps * cond(J J^T); D must be the caller's own (it is modified in place, which
-    spares a second set of arrays as large as the parameters).
+    A 0 in the mask zeroes that column of G, so that output contributes nothing to the
+    gradient. In the question, G's column 1 is *already* zero: masked(mask=[0, 1]) equals
+    naive exactly, and out1 still drifts O(lr) whenever shared parameters move. A mask is
+    the tool for a missing label, not for invariance.
     """
-    if passes is None:
-        passes = int(solve.cond > REFINE_ABOVE_COND)
-    for _ in range(passes):
-        for l, E in J.weighted_signals(solve(J.matvec(D))).items():
-            D[f"W{l}"] -= J.inputs[l].T @ E          # J^T alpha, one layer at a time: only one
-            D[f"b{l}"] -= E.sum(axis=0)               # layer's correction is ever held in memory
-    return D
+    X, G = check_XG(net, X, G)
+    mask = check_mask(mask, G.shape, net.dtype)
+    return net.gradient(X, mask * G)
 
 
-def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=None):
+def freeze(net, X, G, trainable=None):
+    """The ``var_list`` recipe: the gradient, with every parameter not in ``trainable`` zeroed.
+
+    trainable : list of parameter names, e.g. ["W2", "b2"] (the answer's var_list);
+                defaults to the output layer's, ``net.output_keys``
+
+    Guarantee: if out1 does not depend on any trainable parameter, out1 is unchanged bit
+    for bit, on every input and at every lr. With G = [0, -1], dW_L[:, 0] and db_L[0] are
+    already zero, so training only the output layer never touches out1's weights. Cost:
+    the shared trunk can no longer learn anything for out2.
+    """
+    X, G = check_XG(net, X, G)
+    trainable = check_trainable(net, net.output_keys if trainable is None else trainable)
+    g = net.gradient(X, G)
+    return {k: (v if k in trainable else np.zeros_like(v)) for k, v in g.items()}
+
+
+def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     """Null-space projection: D = g - J_1^T (J_1 J_1^T)^+ J_1 g, so that J_1 . D = 0.
 
     keep   : output indices to hold (any subset)
@@ -179,46 +156,57 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=None):
     the curvature of the network is not). On inputs that were not constrained the drift
     is O(lr) in general. Among all directions with J_1 . D = 0, D is the closest to g.
     """
-    X, G = _G(net, X, G)
-    if keep_X is not None and keep_X is not X:
-        return nullspace(net, net.gradient(X, G), _keep_X(net, X, keep_X), keep, rcond, refine)
-    return _project_on_batch(net, X, G, keep, rcond, refine)
+    X, G = check_XG(net, X, G)
+    keep_X = X if keep_X is None else check_X(net, keep_X, "keep_X")
+    return nullspace(net, net.gradient(X, G), keep_X, keep, rcond, refine)
 
 
-def _project_on_batch(net, X, G, keep, rcond, refine):
-    """``project`` when the kept outputs are held on the batch itself (keep_X = X).
+def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
+    """D - J^T (J J^T)^+ J D: the part of D that moves no kept output on keep_X (to first order).
 
-    The same D as ``nullspace(net, net.gradient(X, G), X, keep)``, to roundoff, in fewer
-    products, because the gradient and the Jacobian now live on the same rows:
+    J is the Jacobian of outputs ``keep`` on the rows of keep_X, used through its per-layer
+    Gram factors (``jacobian``), never built. Constraints that are redundant or numerically
+    dependent are dropped by the pseudo-inverse (``GramSolver``): then the result is whatever
+    is left, possibly zero (for instance when there are more independent constraints than
+    parameters).
 
-    * one forward record serves both (``OutputJacobian(record=...)``);
-    * g = sum over rows of a_{l-1}^T dz_l, and J^T alpha = the same with dz_l replaced by
-      sum_j alpha_j S_l,j. Backprop is linear in G, so D = g - J^T alpha is simply the gradient
-      of the output gradient G - alpha on the kept columns: its per-sample signals are
-      dz_l - sum_j alpha_j S_l,j, and D costs one product a_{l-1}^T E_l per layer, g none;
-    * J g comes from the Gram's own factors (``matvec_gradient``), without g.
-
-    Only the refinement passes (J D and J^T alpha on the D we really hold) need full products.
+    Solving through J J^T squares J's condition number: on the seed network (small
+    weights, near-identical hidden units, cond(J J^T) ~ 2e11) one solve leaves
+    |J D| ~ 1e-8 |J g|. Each ``refine`` pass projects the remainder J D once more with the same
+    Gram (iterative refinement), which multiplies the error by about eps * cond(J J^T); the
+    default single pass brings the seed problem to ~1e-13.
     """
-    refine = _check_refine(refine)
-    J, solve, D = _first_pass_on_batch(net, X, G, keep, rcond)
-    return _refine(J, solve, D, refine)     # the record's z_l and G's signals are freed by now
+    net = check_net(net)
+    D = _checks.param_dict("D", D, net.param_shapes, net.dtype)
+    keep_X = check_X(net, keep_X, "keep_X")
+    rcond, refine = check_rcond(rcond), check_refine(refine)
+    J = jacobian.of(net, keep_X, keep)
+    solve = GramSolver(J.gram(), rcond)                   # (J J^T)^+
+    for _ in range(1 + refine):                           # the projection, then its refinements
+        alpha = solve(J.matvec(D))                        # (J J^T)^+ J D
+        D = subtract(D, J.rmatvec(alpha))                 # D - J^T alpha
+    return D
 
 
-def _first_pass_on_batch(net, X, G, keep, rcond):
-    """J on X (sharing one forward record), its Gram solver, and D = g - J^T (J J^T)^+ J g."""
-    record = net.forward(X)
-    J = OutputJacobian(net, keep=keep, record=record)
-    stages = net.backward(record, G, input_grad=False, param_grads=False).stages
-    E = {l: stages[f"dz{l}"] for l in range(1, net.depth + 1)}    # G's per-sample signals dz_l
-    del record, stages         # J holds the layer inputs; the z_l and da_l are not needed again,
-                               # and letting them go now lowers the projection's peak memory
-    solve = GramSolver(J.gram(), _rcond(rcond))
-    alpha = solve(J.matvec_gradient(E))
-    J.drop_input_kernels()     # not needed again: freed before D, the largest array, is made
-    for l, weighted in J.weighted_signals(alpha).items():
-        E[l] -= weighted       # E_l = dz_l - sum_j alpha_j S_l,j, written over dz_l (ours)
-    return J, solve, J.from_signals(E, consume=True)
+def subtract(A, B):
+    """A - B for two dicts like params."""
+    return {k: A[k] - B[k] for k in A}
+
+
+def project_dense(net, X, G, keep=(0,), keep_X=None):
+    """``project`` with J built: D = g - J^+ J g, for small networks and for teaching.
+
+    J (n' q, P) has one row per kept output and row of keep_X, dO/dtheta, one column per
+    parameter. J^+ = J^T (J J^T)^+ is its pseudo-inverse, computed by NumPy from J's SVD,
+    which does not square J's condition number as the Gram route does. Memory n' q P: this is
+    what ``project`` avoids by never building J; the two agree to roundoff.
+    """
+    X, G = check_XG(net, X, G)
+    keep_X = X if keep_X is None else check_X(net, keep_X, "keep_X")
+    g = net.gradient(X, G)
+    J = jacobian.dense_rows(net, keep_X, keep)              # (n' q, P)
+    D = flatten(g) - np.linalg.pinv(J) @ (J @ flatten(g))    # g - J^+ J g
+    return unflatten(D, g)
 
 
 def penalty(net, X, G, keep=(0,), ref=None, lam=10.0):
@@ -232,7 +220,7 @@ def penalty(net, X, G, keep=(0,), ref=None, lam=10.0):
     the naive one. Over many steps it is a restoring force that grows with the drift,
     never a guarantee: the drift settles where lam * drift balances the pull of G.
     """
-    X, G = _G(net, X, G)
+    X, G = check_XG(net, X, G)
     keep = check_keep(keep, net.sizes[-1])
     lam = _checks.real("lam", lam, low=0.0)
     out = net(X)
@@ -240,18 +228,6 @@ def penalty(net, X, G, keep=(0,), ref=None, lam=10.0):
     G_total = np.array(G)
     G_total[:, keep] += lam * (out[:, keep] - ref)
     return net.gradient(X, G_total)
-
-
-def check_ref(ref, n, keep, dtype):
-    """ref as (n, q): accepts (n,) when a single output is kept."""
-    ref = _checks.as_array("ref", ref, dtype)
-    if ref.shape == (n,) and len(keep) == 1:
-        ref = ref[:, None]
-    if ref.shape != (n, len(keep)):
-        hint = f" or ({n},)" if len(keep) == 1 else ""
-        raise ValueError(f"ref: expected shape ({n}, {len(keep)}){hint} (rows of keep_X, "
-                         f"kept outputs), got shape {ref.shape}")
-    return ref
 
 
 def span_project(net, X, G, keep=(0,), keep_X=None, rcond=None):
@@ -271,12 +247,27 @@ def span_project(net, X, G, keep=(0,), keep_X=None, rcond=None):
     So for the question as asked (hold out1 on the batch we train on) the rule collapses
     to layer splitting, freeze([f"W{L}", f"b{L}"]); it earns its keep in continual
     learning, where keep_X (old data) differs from X (new data).
+
+    For a model made of several MLPs (``net.pieces()``), each piece computing a kept output
+    is projected so; a piece computing none (another tower) keeps its gradient.
     """
-    X, G = _G(net, X, G)
+    X, G = check_XG(net, X, G)
     keep = check_keep(keep, net.sizes[-1])
-    rcond = _rcond(rcond)
-    record = net.forward(_keep_X(net, X, keep_X))
+    keep_X = X if keep_X is None else check_X(net, keep_X, "keep_X")
+    rcond = check_rcond(rcond)
     g = net.gradient(X, G)
+    D = dict(g)
+    for piece in net.pieces():
+        local = [piece.outputs.index(k) for k in keep if k in piece.outputs]
+        if local:
+            D.update(piece.to_model(_span_project_mlp(piece.mlp, piece.to_mlp(g), keep_X,
+                                                      local, rcond)))
+    return D
+
+
+def _span_project_mlp(net, g, keep_X, keep, rcond):
+    """``span_project`` of the gradient g of one MLP."""
+    record = net.forward(keep_X)
     D = {}
     for l in range(1, net.depth + 1):
         A = record.a[l - 1]
@@ -312,6 +303,16 @@ class RestoreReport:
                 f"max |O - ref| = {self.residual:.3e}")
 
 
+def check_restore(net, keep_X, ref, keep, tol, max_iter, rcond):
+    """The arguments of ``restore``, checked (``fast.restore`` takes the same)."""
+    keep_X = check_X(check_net(net), keep_X, "keep_X")
+    keep = check_keep(keep, net.sizes[-1])
+    ref = check_ref(ref, keep_X.shape[0], keep, net.dtype)
+    tol = _checks.real("tol", tol, low=0.0, low_inclusive=False)
+    max_iter = _checks.positive_int("max_iter", max_iter)
+    return keep_X, keep, ref, tol, max_iter, check_rcond(rcond)
+
+
 def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     """Gauss-Newton retraction onto {O_keep(keep_X) = ref}, in place.
 
@@ -323,31 +324,15 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     ref : shape (len(keep_X), len(keep)), or (n,) when one output is kept
     Returns a RestoreReport.
     """
-    keep_X = _checks.matrix("keep_X", keep_X, net.dtype, width=net.sizes[0],
-                            width_name="input columns")
-    keep = check_keep(keep, net.sizes[-1])
-    ref = check_ref(ref, keep_X.shape[0], keep, net.dtype)
-    tol = _checks.real("tol", tol, low=0.0, low_inclusive=False)
-    max_iter = _checks.positive_int("max_iter", max_iter)
-    rcond = _rcond(rcond)
+    keep_X, keep, ref, tol, max_iter, rcond = check_restore(net, keep_X, ref, keep, tol,
+                                                            max_iter, rcond)
     history = []
     for it in range(max_iter + 1):
-        record = net.forward(keep_X)
-        r = (record.output[:, keep] - ref).reshape(-1)   # rows c = i * q + j, as J's
+        r = (net(keep_X)[:, keep] - ref).reshape(-1)      # rows c = i q + j, as J's
         history.append(float(np.max(np.abs(r))))
         if history[-1] <= tol or it == max_iter or not np.isfinite(history[-1]):
             break
-        J = OutputJacobian(net, keep=keep, record=record)   # only when a step follows
-        net.step(J.rmatvec(GramSolver(J.gram(), rcond)(r)), 1.0)
+        J = jacobian.of(net, keep_X, keep)
+        net.step(J.rmatvec(GramSolver(J.gram(), rcond)(r)), 1.0)    # theta - J^T (J J^T)^+ r
     return RestoreReport(converged=history[-1] <= tol, iterations=len(history) - 1,
                          residual=history[-1], history=history)
-
-
-RULES = {
-    "naive": naive,
-    "masked": masked,
-    "freeze": freeze,
-    "project": project,
-    "penalty": penalty,
-    "span": span_project,
-}

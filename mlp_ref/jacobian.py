@@ -18,19 +18,18 @@ layer by layer, with rows c = (i, j) in sample-major order (c = i * q + j):
 (the "+ 1" is the bias: its "input" is the constant 1). Cost: q signal-only backward
 passes, one product a a^T and S S^T per layer; memory O(n^2 + n * width), never O(n * P).
 
-A gradient on the same rows factors the same way: g = { W_l: a_{l-1}^T dz_l, b_l: column
-sums of dz_l }, dz_l its per-sample signals (the stages of its backward pass). Then the
-change of z_l along g is a_{l-1} (a_{l-1}^T dz_l) + 1 (1^T dz_l) = (a a^T + 1) dz_l, so
+This module is the reference: each product is written as its formula. ``mlp_ref.fast`` computes
+the same products with the tricks a benchmark needs (shared records, kept factors, freed signals).
 
-    J g                = sum_l  rowwise  S_l . ((a_{l-1} a_{l-1}^T + 1) @ dz_l)
-
-reuses the Gram's factors and never builds g (``matvec_gradient``).
+A model made of several MLPs (``SplitHeads``, ``TwoTower``: see ``network.Piece``) has the
+Jacobian of its pieces: ``of(net, X, keep)`` returns the right one for any model.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from . import _checks
+from .network import MLP, Model
 
 
 def check_keep(keep, K, name="keep"):
@@ -54,15 +53,13 @@ def check_keep(keep, K, name="keep"):
 
 
 class OutputJacobian:
-    """The Jacobian J of outputs ``keep`` on the rows of X, as an implicit operator.
+    """The Jacobian J of outputs ``keep`` of an MLP on the rows of X, as an implicit operator.
 
     Parameters
     ----------
     net : MLP
     X : array_like, shape (n, d)
     keep : list of int, length q        the output columns whose Jacobian we want
-    record : Forward, optional
-        ``net.forward(X)`` already run by the caller: pass it instead of X to save a forward pass.
 
     Attributes
     ----------
@@ -72,74 +69,39 @@ class OutputJacobian:
     shape   : (m, P) with m = n q
     """
 
-    def __init__(self, net, X=None, keep=(0,), record=None):
+    def __init__(self, net, X, keep=(0,)):
+        if not isinstance(net, MLP):
+            raise TypeError(f"net: expected an MLP (for any model, use jacobian.of), "
+                            f"got {_checks.describe(net)}")
         self.net = net
-        if (X is None) == (record is None):
-            raise TypeError("OutputJacobian: expected either X or record (a forward record of "
-                            "net, to reuse instead of running the forward pass again), not "
-                            + ("both" if X is not None else "neither"))
-        if record is None:
-            record = net.forward(X)
-        else:
-            net.check_record(record)
+        record = net.forward(X)
         n, K = record.output.shape
         self.keep = check_keep(keep, K)
-        q = len(self.keep)
         self.outputs = record.output[:, self.keep]
         self.inputs = {l: record.a[l - 1] for l in range(1, net.depth + 1)}
-        self.signals = {}
-        for j, k in enumerate(self.keep):
-            e_k = np.zeros(K, dtype=net.dtype)
-            e_k[k] = 1.0
-            back = net.backward(record, e_k, input_grad=False, param_grads=False)
-            for l in range(1, net.depth + 1):
-                dz = back.stages[f"dz{l}"]
-                if q == 1:                   # one kept output: the stage itself, seen as (n, 1, n_l)
-                    self.signals[l] = dz[:, None, :]
-                else:
-                    if j == 0:
-                        self.signals[l] = np.empty((n, q, dz.shape[1]), dtype=net.dtype)
-                    self.signals[l][:, j, :] = dz
-        self.shape = (n * q, net.n_params)
-        self._input_kernels = None
+        # backprop of G = e_k (one-hot on column k): its stages dz_l are the signals of output k
+        backs = [net.backward(record, np.eye(K, dtype=net.dtype)[k]) for k in self.keep]
+        self.signals = {l: np.stack([b.stages[f"dz{l}"] for b in backs], axis=1)
+                        for l in range(1, net.depth + 1)}
+        self.shape = (n * len(self.keep), net.n_params)
 
     @property
     def n_rows(self):
         return self.shape[0]
 
-    def _flat_signals(self, l):
-        """S_l as (m, n_l), rows c = i * q + j."""
-        S = self.signals[l]
-        return S.reshape(-1, S.shape[2])
-
     def input_kernels(self):
-        """a_{l-1} a_{l-1}^T + 1 per layer, dict l -> (n, n): the inputs' factor of the Gram.
-
-        Computed once and kept: ``gram`` and ``matvec_gradient`` both need it.
-        """
-        if self._input_kernels is None:
-            self._input_kernels = {}
-            for l, A in self.inputs.items():
-                AA = A @ A.T                 # NumPy sees A and A.T share memory: one symmetric product (syrk)
-                AA += 1.0                    # the bias, whose "input" is the constant 1; in place
-                self._input_kernels[l] = AA
-        return self._input_kernels
-
-    def drop_input_kernels(self):
-        """Let the kept input kernels go (n^2 numbers per layer): for a caller done with
-        ``gram`` and ``matvec_gradient`` that is about to allocate more. Made again if asked."""
-        self._input_kernels = None
+        """a_{l-1} a_{l-1}^T + 1 per layer, dict l -> (n, n): the inputs' factor of the Gram."""
+        return {l: A @ A.T + 1.0 for l, A in self.inputs.items()}
 
     def gram(self):
-        """J J^T, shape (m, m), from the per-layer factors: never forms J."""
-        n, q = self.signals[1].shape[:2]
-        total = np.zeros((n, q, n, q), dtype=self.net.dtype)     # rows and columns c = (i, j)
+        """J J^T = sum_l (S_l S_l^T) * (a_{l-1} a_{l-1}^T + 1), shape (m, m): never forms J."""
+        n, q = self.outputs.shape
+        total = np.zeros((n * q, n * q), dtype=self.net.dtype)
         for l, AA in self.input_kernels().items():
-            S = self._flat_signals(l)
-            SS = (S @ S.T).reshape(n, q, n, q)
-            SS *= AA[:, None, :, None]       # row (i, j) uses sample i's input, whatever j: broadcast
-            total += SS                      # over the q outputs instead of repeating AA q times
-        return total.reshape(n * q, n * q)
+            S = self.signals[l].reshape(n * q, -1)              # row c = i q + j
+            AA = np.repeat(np.repeat(AA, q, axis=0), q, axis=1)  # row c uses sample i's input
+            total += (S @ S.T) * AA
+        return total
 
     def matvec(self, D):
         """J . D for a direction D (dict like params); returns shape (m,).
@@ -147,51 +109,25 @@ class OutputJacobian:
         Row c = (i, j): sum_l S_l[i, j] . (a_{l-1, i} @ DW_l + Db_l), the first-order
         change of O_{i, keep[j]} along D.
         """
-        out = np.zeros(self.signals[1].shape[:2], dtype=self.net.dtype)
+        out = np.zeros(self.outputs.shape, dtype=self.net.dtype)
         for l, S in self.signals.items():
-            dz = self.inputs[l] @ D[f"W{l}"]          # (n, n_l): change of z_l along D
-            dz += D[f"b{l}"]                          # in place: no second (n, n_l) array
-            out += np.einsum("ijk,ik->ij", S, dz)
+            dz = self.inputs[l] @ D[f"W{l}"] + D[f"b{l}"]      # (n, n_l): the change of z_l along D
+            out += np.einsum("ijk,ik->ij", S, dz)               # S_l[i, j] . dz_i
         return out.reshape(-1)
 
-    def matvec_gradient(self, dz):
-        """J . g for the gradient g whose per-sample signals on the rows of X are ``dz``.
+    def rmatvec(self, alpha):
+        """J^T alpha for alpha of shape (m,); returns a dict like params.
 
-        dz : dict l -> ndarray (n, n_l), the stages dz_l of ``net.backward(record, G)`` on
-             the same rows as this Jacobian, so that g = { W_l: a_{l-1}^T dz_l, b_l: sums of dz_l }.
-
-        The change of z_l along g is (a a^T + 1) @ dz_l, an (n, n) by (n, n_l) product with
-        the Gram's own factor, instead of building g and then a_{l-1} @ g_W (n_{l-1} wide).
-        Equal to ``matvec(g)`` up to roundoff. Returns shape (m,).
+        Per layer, E_l = sum_j alpha_ij S_l[i, j] (n, n_l) are the per-sample signals of J^T alpha,
+        summed over rows as a backward pass sums dW_l and db_l.
         """
-        out = np.zeros(self.signals[1].shape[:2], dtype=self.net.dtype)
-        for l, AA in self.input_kernels().items():
-            out += np.einsum("ijk,ik->ij", self.signals[l], AA @ dz[l])
-        return out.reshape(-1)
-
-    def weighted_signals(self, alpha):
-        """sum_j alpha_ij S_l[i, j] per layer: dict l -> (n, n_l), the per-sample signals of J^T alpha."""
-        n, q = self.signals[1].shape[:2]
-        alpha = np.asarray(alpha, dtype=self.net.dtype).reshape(n, q)
-        return {l: np.einsum("ij,ijk->ik", alpha, S) for l, S in self.signals.items()}
-
-    def from_signals(self, signals, consume=False):
-        """The direction whose per-sample signals on the rows of X are ``signals`` (dict l -> (n, n_l)):
-        { W_l: a_{l-1}^T @ E_l, b_l: column sums of E_l }, as a backward pass sums dW_l and db_l.
-
-        consume=True empties ``signals`` as it goes, for a caller whose own temporary it is:
-        each E_l is freed as soon as its layer is done, while the direction grows.
-        """
+        alpha = np.reshape(alpha, self.outputs.shape)
         D = {}
-        for l in list(signals):
-            E = signals.pop(l) if consume else signals[l]
+        for l, S in self.signals.items():
+            E = np.einsum("ij,ijk->ik", alpha, S)
             D[f"W{l}"] = self.inputs[l].T @ E
             D[f"b{l}"] = E.sum(axis=0)
         return D
-
-    def rmatvec(self, alpha):
-        """J^T alpha for alpha of shape (m,); returns a dict like params."""
-        return self.from_signals(self.weighted_signals(alpha), consume=True)
 
     def dense(self):
         """J itself, shape (m, P), columns in the order of ``flatten``: for teaching and tests.
@@ -206,9 +142,72 @@ class OutputJacobian:
         return np.concatenate(blocks, axis=1)
 
 
+class PiecewiseJacobian:
+    """The Jacobian of outputs ``keep`` of a model made of MLPs (``net.pieces()``), same interface.
+
+    Each kept output is computed by one piece, and depends on that piece's parameters only:
+    J's rows for it are that piece's Jacobian rows, zero on every other piece's parameters. So
+    J J^T is zero between outputs of different pieces (SplitHeads has one piece: its equivalent
+    MLP; TwoTower one per tower), and every product is its pieces' products, put in place.
+    """
+
+    def __init__(self, net, X, keep=(0,)):
+        self.net = net
+        self.keep = check_keep(keep, net.sizes[-1])
+        self.parts = []                  # (piece, positions j in keep, the piece's Jacobian)
+        for piece in net.pieces():
+            js = [j for j, k in enumerate(self.keep) if k in piece.outputs]
+            if js:
+                local = [piece.outputs.index(self.keep[j]) for j in js]
+                self.parts.append((piece, js, OutputJacobian(piece.mlp, X, local)))
+        n = self.parts[0][2].outputs.shape[0]
+        self.outputs = np.zeros((n, len(self.keep)), dtype=net.dtype)
+        for _, js, J in self.parts:
+            self.outputs[:, js] = J.outputs
+        self.shape = (n * len(self.keep), net.n_params)
+
+    @property
+    def n_rows(self):
+        return self.shape[0]
+
+    def gram(self):
+        n, q = self.outputs.shape
+        total = np.zeros((n, q, n, q), dtype=self.net.dtype)
+        for _, js, J in self.parts:
+            total[np.ix_(range(n), js, range(n), js)] = J.gram().reshape(n, len(js), n, len(js))
+        return total.reshape(n * q, n * q)
+
+    def matvec(self, D):
+        out = np.zeros(self.outputs.shape, dtype=self.net.dtype)
+        for piece, js, J in self.parts:
+            out[:, js] = J.matvec(piece.to_mlp(D)).reshape(-1, len(js))
+        return out.reshape(-1)
+
+    def rmatvec(self, alpha):
+        alpha = np.reshape(alpha, self.outputs.shape)
+        D = {k: np.zeros_like(v) for k, v in self.net.params.items()}
+        for piece, js, J in self.parts:
+            D.update(piece.to_model(J.rmatvec(alpha[:, js].reshape(-1))))
+        return D
+
+    def dense(self):
+        """J, shape (m, P), columns in the order of ``flatten(net.params)``: row c is J^T e_c."""
+        return np.stack([flatten(self.rmatvec(e)) for e in np.eye(self.n_rows, dtype=self.net.dtype)])
+
+
+def of(net, X, keep=(0,)):
+    """The Jacobian of outputs ``keep`` of any model of the package on the rows of X."""
+    if isinstance(net, MLP):
+        return OutputJacobian(net, X, keep)
+    if isinstance(net, Model):
+        return PiecewiseJacobian(net, X, keep)
+    raise TypeError(f"net: expected a model of mlp_ref (MLP, SplitHeads, TwoTower), "
+                    f"got {_checks.describe(net)}")
+
+
 def dense_rows(net, X, keep=(0,)):
     """The dense Jacobian J of outputs ``keep`` on X, shape (n q, P), rows sample-major."""
-    return OutputJacobian(net, X, keep).dense()
+    return of(net, X, keep).dense()
 
 
 def flatten(D):
@@ -228,21 +227,18 @@ def unflatten(vector, like):
     return out
 
 
+def default_rcond(m, dtype):
+    """m * eps(dtype): the size of the roundoff in the eigenvalues of an (m, m) matrix."""
+    return max(m, 1) * np.finfo(dtype).eps
+
+
 class GramSolver:
-    """alpha = gram^+ rhs for a symmetric positive semi-definite gram, rank-revealing.
+    """alpha = gram^+ rhs for a symmetric positive semi-definite gram: the pseudo-inverse.
 
-    The eigenvalues lam of gram decide everything. Those above ``rcond * max(lam)`` are
-    kept, the rest are treated as exactly zero: this is what makes redundant constraints
+    gram = V diag(lam) V^T (eigendecomposition). Eigenvalues above ``rcond * max(lam)`` are
+    inverted, the rest are treated as exactly zero: this is what makes redundant constraints
     (duplicate rows, dead ReLU units, more constraints than parameters) harmless, since
-    their directions are simply not in the row space. Then
-
-    * every eigenvalue kept (full rank, the usual case): gram^+ = gram^-1, and an LU solve
-      (``np.linalg.solve``) gives alpha;
-    * some dropped: we diagonalise gram = V diag(lam) V^T and invert only the kept lam.
-
-    Why two ways: for n = 256 constraints, the eigenvalues alone cost about 2 ms and an LU
-    solve 0.6 ms, while the eigenvectors add about 3 ms, as much as half a training step of an
-    MNIST-sized network in float32. Both ways agree to roundoff when the rank is full.
+    their directions are simply not in the row space. Then gram^+ = V diag(1/lam kept) V^T.
 
     rcond defaults to m * eps(dtype), the size of the roundoff in the eigenvalues of an
     (m, m) matrix; in terms of J that drops singular values below sqrt(rcond) * sigma_max
@@ -254,31 +250,26 @@ class GramSolver:
 
     def __init__(self, gram, rcond=None):
         m = gram.shape[0]
-        self.rcond = max(m, 1) * np.finfo(gram.dtype).eps if rcond is None else rcond
-        self.gram, self.V = gram, None
-        lam = np.linalg.eigvalsh(gram)                        # ascending; they decide the way
-        if self._kept(lam).sum() < m:                         # rank-deficient: eigenvectors too
-            lam, self.V = np.linalg.eigh(gram)
-        keep = self._kept(lam)
-        self.rank = int(keep.sum())
-        self.cond = float(lam[-1] / lam[keep][0]) if self.rank else 1.0
-        if self.V is not None:
-            self.inv = np.zeros_like(lam)
-            self.inv[keep] = 1.0 / lam[keep]
-
-    def _kept(self, lam):
-        """Which eigenvalues (ascending) count as nonzero: those above rcond * the largest."""
-        m = len(lam)
-        return lam > self.rcond * lam[-1] if m and lam[-1] > 0 else np.zeros(m, dtype=bool)
+        self.rcond = default_rcond(m, gram.dtype) if rcond is None else rcond
+        lam, self.V = np.linalg.eigh(gram)                    # ascending
+        kept = kept_eigenvalues(lam, self.rcond)
+        self.rank = int(kept.sum())
+        self.cond = float(lam[-1] / lam[kept][0]) if self.rank else 1.0
+        self.inv = np.zeros_like(lam)
+        self.inv[kept] = 1.0 / lam[kept]
 
     def __call__(self, rhs):
-        if self.V is None:                                    # full rank: gram^+ = gram^-1
-            return np.linalg.solve(self.gram, rhs)
         return self.V @ (self.inv * (self.V.T @ rhs))
 
 
+def kept_eigenvalues(lam, rcond):
+    """Which eigenvalues (ascending) count as nonzero: those above rcond * the largest."""
+    m = len(lam)
+    return lam > rcond * lam[-1] if m and lam[-1] > 0 else np.zeros(m, dtype=bool)
+
+
 def tangent_kernel_by_layer(net, X, i=0, j=1):
-    """The cross-output tangent kernel K_ij = J_i J_j^T, split into one share per layer.
+    """The cross-output tangent kernel K_ij = J_i J_j^T of an MLP, split into one share per layer.
 
     K_ij[a, b] = dO_{a,i}/dtheta . dO_{b,j}/dtheta: how much a gradient step that moves
     output j on sample b moves output i on sample a (to first order, with step size 1).
@@ -294,7 +285,7 @@ def tangent_kernel_by_layer(net, X, i=0, j=1):
     """
     jac = OutputJacobian(net, X, keep=[i, j] if i != j else [i])
     a, b = (0, 1) if i != j else (0, 0)
-    shares = {l: (S[:, a, :] @ S[:, b, :].T) * jac.input_kernels()[l]
-              for l, S in jac.signals.items()}
+    kernels = jac.input_kernels()
+    shares = {l: (S[:, a, :] @ S[:, b, :].T) * kernels[l] for l, S in jac.signals.items()}
     shares["total"] = sum(shares[l] for l in jac.signals)
     return shares

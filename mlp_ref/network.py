@@ -83,6 +83,25 @@ def _keys(d):
     return f"keys {list(d)}" if isinstance(d, dict) else _checks.describe(d)
 
 
+@dataclass
+class Piece:
+    """One MLP inside a model, and how its parameters sit among the model's.
+
+    A model of this package is made of MLPs (an MLP of itself, SplitHeads of the MLP its heads
+    assemble, TwoTower of one MLP per tower); whatever needs layers (Jacobians, span
+    projection) works on the pieces and puts the results back.
+
+    mlp      : MLP        computing the model's outputs ``outputs``: its column c is output outputs[c]
+    outputs  : list of int
+    to_mlp   : D -> dict like mlp.params     this piece's part of a dict like the model's params
+    to_model : D -> dict of model keys       a dict like mlp.params, under the model's keys
+    """
+    mlp: "MLP"
+    outputs: list
+    to_mlp: object
+    to_model: object
+
+
 def check_sizes(sizes):
     """``sizes`` as a list of positive ints, at least two (inputs and outputs)."""
     if not isinstance(sizes, (list, tuple, range, np.ndarray)) or np.ndim(sizes) != 1:
@@ -97,7 +116,8 @@ def check_sizes(sizes):
 class Model:
     """What every model here shares (MLP, and the split architectures built on it): a dict
     of parameters ``params``, ``sizes``, ``dtype``, ``activations``, a ``forward`` that returns
-    a record with ``.output`` and a ``backward(record, G)`` that returns ``.grads``.
+    a record with ``.output``, a ``backward(record, G)`` that returns ``.grads``, and
+    ``pieces()``, the MLPs it is made of (what the Jacobian of a model is built from).
     Everything below needs nothing else."""
 
     @property
@@ -130,10 +150,17 @@ class Model:
         return self.forward(X).output
 
     def gradient(self, X, G):
-        """sum_i G_i . dO_i/dtheta as a dict like params: forward then backward."""
-        return self.backward(self.forward(X), G, input_grad=False).grads
+        """sum_i G_i . dO_i/dtheta as a dict like params: forward, then backward."""
+        return self.backward(self.forward(X), G).grads
 
-    # -- update ------------------------------------------------------------------------
+    def copy(self):
+        """An independent deep copy: stepping the copy leaves this model untouched."""
+        new = object.__new__(type(self))
+        new.__dict__.update({k: list(v) if isinstance(v, list) else v    # sizes, activations
+                             for k, v in self.__dict__.items()})
+        new.params = {k: v.copy() for k, v in self.params.items()}
+        return new
+
     def step(self, D, lr):
         """In place: theta <- theta - lr * D for every parameter.
 
@@ -142,55 +169,50 @@ class Model:
         D : dict like params      every key W1, b1, ..., each a finite array of that shape
         lr : float > 0            representable in the network's dtype
 
-        Atomic: D and lr are checked in full, and every new value is computed and checked
-        finite, before any parameter changes; a rejected step leaves the network bit for bit
-        as it was. The arrays of ``params`` are updated in place (references stay valid). The
-        new values are computed in buffers the model keeps between steps (``_step_buffers``).
+        Atomic: D, lr and the parameters' writability are checked, and every new value is
+        computed and checked finite, before any parameter changes; a rejected step leaves the
+        network bit for bit as it was. The arrays of ``params`` are updated in place, so
+        references to them stay valid.
         """
-        lr = _checks.real("lr", lr, low=0.0, low_inclusive=False)
-        with np.errstate(over="ignore", under="ignore"):
-            step = self.dtype.type(lr)
-        if not np.isfinite(step) or step == 0:
-            raise ValueError(f"lr: expected a value representable in {self.dtype} "
-                             f"(between {np.finfo(self.dtype).smallest_subnormal:.3g} and "
-                             f"{np.finfo(self.dtype).max:.3g}), got {lr}")
-        # keys, shapes and types now; finiteness below, on the new values, which are finite
-        # only if D is: one pass over the arrays fewer than checking D first
-        checked = _checks.param_dict("D", D, self.param_shapes, self.dtype, finite=False)
-        new = self._step_buffers()
+        lr = check_lr(lr, self.dtype)
+        D = _checks.param_dict("D", D, self.param_shapes, self.dtype)
+        check_writable(self)
         with np.errstate(over="ignore", invalid="ignore"):
-            for key, d in checked.items():          # new = theta - lr * D, in two in-place passes
-                np.multiply(d, step, out=new[key])
-                np.subtract(self.params[key], new[key], out=new[key])
-        # an array is finite exactly when its smallest and largest entries are (a NaN anywhere
-        # makes both NaN): two reductions, no temporary array of booleans
-        broken = [key for key, v in new.items()
-                  if not (np.isfinite(v.min()) and np.isfinite(v.max()))]
+            new = {k: self.params[k] - lr * D[k] for k in self.params}     # theta - lr * D
+        broken = [k for k, v in new.items() if not np.isfinite(v).all()]
         if broken:
-            _checks.param_dict("D", D, self.param_shapes, self.dtype)     # NaN/inf in D: say so
-            raise ValueError(f"lr: theta - lr * D would make {', '.join(broken)} overflow to inf/NaN "
-                             f"(lr = {lr:g}, max |D[{broken[0]!r}]| = "
-                             f"{np.abs(checked[broken[0]]).max():.3g}); nothing was changed. "
-                             f"Use a smaller lr")
-        for key, v in new.items():
-            np.copyto(self.params[key], v)       # in place: references to params stay valid
+            raise overflow_error(broken, lr, D)
+        for k, v in new.items():
+            self.params[k][...] = v
         return self
 
-    def _step_buffers(self):
-        """One array per parameter, where ``step`` computes the new values before copying them in.
 
-        Kept from one step to the next. Why: a step's new values are as large as the network
-        (5 MiB for [784, 512, 512, 10] in float64). Fresh arrays every step would be handed
-        back to the operating system by the C allocator after each step and page-faulted in
-        again on the next, which costs more than the arithmetic (``python -m mlp_ref bench``
-        counts the faults). Made again if the parameters' shapes or dtype change.
-        """
-        buffers = self.__dict__.get("_buffers")
-        if buffers is None or list(buffers) != list(self.params) or any(
-                b.shape != p.shape or b.dtype != p.dtype
-                for b, p in zip(buffers.values(), self.params.values())):
-            buffers = self._buffers = {k: np.empty_like(p) for k, p in self.params.items()}
-        return buffers
+def check_lr(lr, dtype):
+    """lr > 0 as a scalar of ``dtype``, refusing one that rounds to 0 or inf there."""
+    value = _checks.real("lr", lr, low=0.0, low_inclusive=False)
+    with np.errstate(over="ignore", under="ignore"):
+        step = dtype.type(value)
+    if not np.isfinite(step) or step == 0:
+        raise ValueError(f"lr: expected a value representable in {dtype} "
+                         f"(between {np.finfo(dtype).smallest_subnormal:.3g} and "
+                         f"{np.finfo(dtype).max:.3g}), got {lr}")
+    return step
+
+
+def check_writable(net):
+    """Raise ValueError unless every parameter array can be written in place."""
+    frozen = [k for k, v in net.params.items() if not v.flags.writeable]
+    if frozen:
+        raise ValueError(f"net: parameters {frozen} are read-only arrays (loaded with mmap_mode='r', "
+                         f"or set by hand?); nothing was changed. Give the network writable "
+                         f"copies: net.params[k] = net.params[k].copy()")
+
+
+def overflow_error(broken, lr, D):
+    """The error for a step whose new values would not be finite (D itself is finite)."""
+    return ValueError(f"lr: theta - lr * D would make {', '.join(broken)} overflow to inf/NaN "
+                      f"(lr = {float(lr):g}, max |D[{broken[0]!r}]| = "
+                      f"{np.abs(D[broken[0]]).max():.3g}); nothing was changed. Use a smaller lr")
 
 
 class MLP(Model):
@@ -255,30 +277,21 @@ class MLP(Model):
         """The activation of layer l = 1 .. L: an object with ``.name``, ``.f(z)``, ``.df(z, a)``."""
         return self._acts[l - 1]
 
+    @property
+    def output_keys(self):
+        """The output layer's parameters [W_L, b_L]: the answer's ``var_list``."""
+        return [f"W{self.depth}", f"b{self.depth}"]
+
+    def pieces(self):
+        """The MLPs this model is made of: for an MLP, itself (see ``Piece``)."""
+        return [Piece(self, list(range(self.sizes[-1])), dict, dict)]
+
     def __repr__(self):
         if self.depth == 1:                      # no hidden layer: nothing to name
             return f"MLP({self.sizes}, output={self.output!r})"
         return f"MLP({self.sizes}, hidden={self.hidden!r}, output={self.output!r})"
 
-    def copy(self):
-        """An independent deep copy: stepping the copy leaves this network untouched."""
-        new = object.__new__(MLP)
-        new.__dict__.update(self.__dict__)
-        new.__dict__.pop("_buffers", None)       # step's scratch arrays: each copy makes its own
-        new._acts = list(self._acts)
-        new.sizes = list(self.sizes)
-        new.params = {k: v.copy() for k, v in self.params.items()}
-        return new
-
     # -- forward -----------------------------------------------------------------------
-    def _layers(self, a, start=1):
-        """Run layers start .. L from their input a = a_{start-1}; yield (l, z_l, a_l)."""
-        for l in range(start, self.depth + 1):
-            z = a @ self.params[f"W{l}"]
-            z += self.params[f"b{l}"]            # in place: a @ W + b would allocate z twice
-            a = self._acts[l - 1].f(z)
-            yield l, z, a
-
     def forward(self, X):
         """Run the network on X and keep every stage.
 
@@ -288,16 +301,19 @@ class MLP(Model):
 
         Returns
         -------
-        Forward, with ``.output`` of shape (n, K) and every z_l and a_l.
+        Forward, with ``.output`` of shape (n, K) and every z_l (n, n_l) and a_l (n, n_l),
+        each an array of its own (a0 is a copy of X).
 
-        Raises ValueError if the output is not finite (X is checked, so the parameters are
-        to blame: NaN/inf in them, or values so large that a layer overflows).
+        Raises ValueError if the output is not finite, naming the parameter or the stage
+        that is to blame.
         """
         X = _checks.matrix("X", X, self.dtype, width=self.sizes[0], width_name="input columns")
-        record = Forward(X=X, a={0: X})
-        for l, z, a in self._layers(X):
-            record.z[l], record.a[l] = z, a
-        if not np.isfinite(record.output).all():     # one cheap pass; the diagnosis only on failure
+        record = Forward(X=X.copy())
+        a = record.a[0] = record.X
+        for l in range(1, self.depth + 1):
+            z = record.z[l] = a @ self.params[f"W{l}"] + self.params[f"b{l}"]
+            a = record.a[l] = self.act(l).f(z)
+        if not np.isfinite(record.output).all():
             raise ValueError(self._why_not_finite(record))
         return record
 
@@ -327,13 +343,17 @@ class MLP(Model):
 
         Used by the gradient checker to perturb an intermediate stage and see the effect.
         """
-        out = a_prev
-        for _, _, out in self._layers(a_prev, start=layer):
-            pass
-        return out
+        layer = _checks.positive_int("layer", layer)
+        if layer > self.depth + 1:
+            raise ValueError(f"layer: expected a layer 1 .. {self.depth + 1} (L + 1: the output "
+                             f"itself), got {layer}")
+        a = a_prev
+        for l in range(layer, self.depth + 1):
+            a = self.act(l).f(a @ self.params[f"W{l}"] + self.params[f"b{l}"])
+        return a
 
     # -- backward ----------------------------------------------------------------------
-    def backward(self, record, G, input_grad=True, param_grads=True):
+    def backward(self, record, G):
         """Backpropagate G = dL/dO through the record of a forward pass.
 
         Parameters
@@ -341,68 +361,28 @@ class MLP(Model):
         record : Forward          from ``self.forward(X)``
         G : array_like, shape (n, K) or (K,)
             dL/dO; a (K,) vector is used for every row.
-        input_grad : bool
-            Also compute da0 = dL/dX (not needed for a parameter update; skipping it saves
-            the largest matrix product of a wide first layer).
-        param_grads : bool
-            Also compute dW_l and db_l. The Jacobian code needs only the per-sample signals
-            dz_l, and skipping the sums over rows saves one matrix product per layer.
 
         Returns
         -------
-        Backward, whose ``stages`` list dout, then per layer l = L .. 1: dz_l, dW_l, db_l,
-        da_{l-1}; and whose ``grads`` hold dW_l, db_l under the keys of ``params``.
-        A pure function of its arguments: calling it twice gives the same answer. The
-        record must come from the current parameters: after a ``step``, run ``forward``
-        again (a stale record mixes old activations with new weights).
+        Backward, whose ``stages`` are dout, then per layer l = L .. 1: dz_l, dW_l, db_l,
+        da_{l-1}, each an array of its own; and whose ``grads`` hold dW_l, db_l under the
+        keys of ``params``.
+
+        A pure function of its arguments: the record is only read, and calling it twice gives
+        the same bits. The record must come from the current parameters: after a ``step``, run
+        ``forward`` again (a stale record mixes old activations with new weights).
         """
         self.check_record(record)
-        return self._backprop(record, G, input_grad, param_grads, keep=True)
-
-    def gradient(self, X, G):
-        """sum_i G_i . dO_i/dtheta as a dict like params: forward, then backward.
-
-        Bit for bit ``backward(forward(X), G, input_grad=False).grads``, in half the memory: a
-        training step reads every stage once, so this keeps none but the gradients, and lets
-        the forward record go layer by layer as the backward pass leaves it behind. For
-        [784, 512, 512, 10] in float64 the peak drops from 13 to 6 MiB, below what glibc hands
-        back to the system after each call: a loop of steps then reuses its memory instead of
-        page-faulting it in again every step (``python -m mlp_ref bench`` shows both).
-        """
-        return self._backprop(self.forward(X), G, input_grad=False, param_grads=True,
-                              keep=False).grads
-
-    def _backprop(self, record, G, input_grad, param_grads, keep):
-        """The chain rule of ``backward``, on a checked record.
-
-        keep=False is for a record nobody else holds (``gradient``'s): z_l, a_l and every stage
-        are let go of as soon as they have been read for the last time; only grads remain.
-        """
         n, K = record.output.shape
         G = _checks.rows_or_vector("G", G, self.dtype, n, K)
-        stages = {"dout": np.array(G)}        # a fresh copy: the record never aliases the caller's G
-        grads = {}
+        stages = {"dout": G.copy()}                     # dL/da_L, a copy of the caller's G
         da = stages["dout"]
         for l in range(self.depth, 0, -1):
-            act = self._acts[l - 1]
-            if act.name == "identity":
-                dz = da
-            else:                                # dz_l = da_l * f'(z_l), written into the
-                dz = act.df(record.z[l], record.a[l])        # fresh array f' returns
-                dz *= da
-            if not keep:                         # z_l, a_l, da_l were read for the last time
-                del record.z[l], record.a[l], da
-            stages[f"dz{l}"] = dz
-            if param_grads:
-                grads[f"W{l}"] = stages[f"dW{l}"] = record.a[l - 1].T @ dz
-                grads[f"b{l}"] = stages[f"db{l}"] = dz.sum(axis=0)
-            if l > 1 or input_grad:
-                da = dz @ self.params[f"W{l}"].T
-                stages[f"da{l - 1}"] = da
-            if not keep:                         # and dz_l: free it before dz_{l-1} is made
-                stages.clear()
-                del dz
-        grads = {key: grads[key] for key in self.params} if param_grads else {}   # W1, b1, ...
+            dz = stages[f"dz{l}"] = da * self.act(l).df(record.z[l], record.a[l])
+            stages[f"dW{l}"] = record.a[l - 1].T @ dz
+            stages[f"db{l}"] = dz.sum(axis=0)
+            da = stages[f"da{l - 1}"] = dz @ self.params[f"W{l}"].T
+        grads = {key: stages[f"d{key}"] for key in self.params}      # W1, b1, W2, b2, ...
         return Backward(stages=stages, grads=grads)
 
     def check_record(self, record):

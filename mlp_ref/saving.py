@@ -12,7 +12,7 @@ import uuid
 import numpy as np
 
 from . import _checks, activations
-from .network import DTYPES, MLP, check_sizes
+from .network import DTYPES, check_sizes
 
 FILE_FORMAT = "mlp-ref MLP 1"          # what MLP.save writes; bump it if the file layout changes
 ARCHITECTURE_KEYS = ("format", "sizes", "activations", "dtype", "init_std", "seed")

@@ -6,7 +6,7 @@ import platform
 import numpy as np
 import pytest
 
-from mlp_ref import bench, cli, fixes, jacobian
+from mlp_ref import bench, cli, fast, fixes, jacobian
 
 GLIBC = platform.libc_ver()[0] == "glibc"
 TINY = ["bench", "--sizes", "5,4,3", "--batch", "8", "--repeats", "2", "--dense-repeats", "1"]
@@ -25,15 +25,18 @@ def test_bench_command_prints_the_machine_and_the_table(capsys, tmp_path):
     out, err = capsys.readouterr()
     assert out.startswith("BLAS: ")
     assert "threads: " in out and "threadpoolctl" in out
-    for column in ("measurement", "median ms", "x step", "faults", "peak MiB", "glibc default",
+    for column in ("measurement", "median ms", "x grad", "faults", "peak MiB", "glibc default",
                    "constraints n", "Gram ms", "dense ms", "speed-up", "Gram MiB", "dense MiB"):
         assert column in out
-    for row in ("step (gradient + update)", "its matmuls alone (floor)", "project (keep 0, n = 8)",
-                "the same, refine=0", "restore, one iteration", "step / its matmuls:",
-                "project / step:", "restore / step:", "peak memory project / step:"):
+    for row in ("gradient", "step (gradient + update)", "its matmuls alone (floor)",
+                "project (keep 0, n = 8)", "the same, refine=0", "restore, one iteration",
+                "reference: net.gradient", "reference: net.step", "reference: fixes.project",
+                "gradient / its matmuls:", "project / gradient:", "restore / gradient:",
+                "reference / fast gradient:", "reference / fast project:",
+                "peak memory project / grad:"):
         assert row in out
     assert "float64: sizes [5, 4, 3], batch 8" in out and "float32" not in out
-    assert "[float64] step and its matmuls, project, restore, glibc default" in err  # stderr
+    assert "[float64] gradient, step and their matmuls, project, restore, the reference, glibc default" in err
     assert "each group in a fresh process" in out                    # the command isolates
     saved = json.loads(path.read_text())
     assert saved["results"][0]["dtype"] == "float64" and saved["machine"]["isolated_processes"]
@@ -41,7 +44,7 @@ def test_bench_command_prints_the_machine_and_the_table(capsys, tmp_path):
         assert "glibc keeping freed memory" in out and "(glibc keeping freed memory)" in out
         kept = saved["results"][0]["kept"]
         assert set(kept["timings"]) == set(saved["results"][0]["timings"])
-        assert kept["project_over_step"] > 0
+        assert kept["project_over_gradient"] > 0
 
 
 def test_bench_is_registered_in_the_cli():
@@ -58,15 +61,17 @@ def test_json_has_the_expected_keys(tiny_run):
     assert {"blas", "threads", "threads_source", "cpus", "numpy"} <= set(results["machine"])
     assert [r["dtype"] for r in results["results"]] == ["float64", "float32"]
     for r in results["results"]:
-        assert {"step", "products", "project", "project_refine0", "restore"} == set(r["timings"])
+        assert set(r["timings"]) == {"gradient", "step", "products", "project", "project_refine0",
+                                     "restore", "reference_gradient", "reference_step",
+                                     "reference_project"}
         for t in r["timings"].values():
             assert t["median_s"] > 0 and len(t["times_s"]) == 2 and t["faults"] >= 0
             assert t["floor_s"] > 0                      # the matmuls timed in the same process
-        assert r["timings"]["step"]["floor_s"] == r["timings"]["products"]["median_s"]
+        assert r["timings"]["gradient"]["floor_s"] == r["timings"]["products"]["median_s"]
         assert r["kept"] is None                         # one process: one allocator setting
-        assert {"step", "project"} == set(r["peak_bytes"])
-        for key in ("step_over_products", "project_over_step", "restore_over_step",
-                    "products_gflops", "project_peak_over_step"):
+        assert set(r["peak_bytes"]) == {"gradient", "step", "project", "reference_gradient",
+                                        "reference_step", "reference_project"}
+        for key in [k for _, k in bench.RATIOS] + ["products_gflops", "project_peak_over_gradient"]:
             assert r[key] > 0
         assert [row["n"] for row in r["sweep"]] == [8]            # counts below the batch, then the batch
         row = r["sweep"][0]
@@ -86,12 +91,18 @@ def test_the_dense_projection_is_skipped_above_the_memory_limit():
 
 
 def test_ratios_divide_each_time_by_the_floor_of_its_own_process():
-    timings = {"step": {"median_s": 12.0, "floor_s": 10.0}, "products": {"median_s": 10.0, "floor_s": 10.0},
+    timings = {"gradient": {"median_s": 12.0, "floor_s": 10.0},
+               "step": {"median_s": 13.2, "floor_s": 10.0},
+               "products": {"median_s": 10.0, "floor_s": 10.0},
                "project": {"median_s": 40.0, "floor_s": 20.0},      # a process that ran at half speed
-               "restore": {"median_s": 30.0, "floor_s": 10.0}}
+               "restore": {"median_s": 30.0, "floor_s": 10.0},
+               "reference_gradient": {"median_s": 18.0, "floor_s": 10.0},
+               "reference_project": {"median_s": 60.0, "floor_s": 10.0}}
     ratios = bench._ratios(timings)
-    assert ratios == {"step_over_products": 1.2, "project_over_step": 2.0 / 1.2,
-                      "restore_over_step": 3.0 / 1.2}
+    assert ratios == pytest.approx({"gradient_over_products": 1.2, "step_over_gradient": 1.1,
+                                    "project_over_gradient": 2.0 / 1.2, "restore_over_gradient": 2.5,
+                                    "reference_gradient_over_gradient": 1.5,
+                                    "reference_project_over_project": 3.0}, rel=1e-15)
 
 
 def test_keeping_memory_needs_a_process_of_its_own():
@@ -142,7 +153,9 @@ def test_dense_projection_equals_the_gram_projection():
     for keep_X in (None, X[:4]):
         a = jacobian.flatten(bench.dense_project(net, X, G, keep=[0], keep_X=keep_X))
         b = jacobian.flatten(fixes.project(net, X, G, keep=[0], keep_X=keep_X))
+        c = jacobian.flatten(fixes.project_dense(net, X, G, keep=[0], keep_X=keep_X))
         assert np.linalg.norm(a - b) <= 1e-12 * np.linalg.norm(b)
+        assert np.linalg.norm(c - b) <= 1e-12 * np.linalg.norm(b)
 
 
 def test_machine_info_reads_the_thread_count_from_the_environment(monkeypatch):
@@ -177,8 +190,9 @@ def test_the_gram_projection_never_holds_n_times_P_numbers(keep_X_rows):
     net, X, G = bench.problem([60, 200, 200, 3], 80)
     keep_X = None if keep_X_rows is None else X[:keep_X_rows]
     n = X.shape[0] if keep_X is None else keep_X_rows
-    peak = bench.peak_bytes(lambda: fixes.project(net, X, G, keep=[0], keep_X=keep_X))
-    assert peak < 0.5 * bench.dense_bytes(net, n)
+    for project in (fixes.project, fast.project):
+        peak = bench.peak_bytes(lambda: project(net, X, G, keep=[0], keep_X=keep_X))
+        assert peak < 0.5 * bench.dense_bytes(net, n)
     assert bench.peak_bytes(lambda: bench.dense_project(net, X, G, keep_X=keep_X)) > bench.dense_bytes(net, n)
 
 
@@ -217,7 +231,7 @@ def test_the_readme_memory_figures():
     """'13 MiB for a step that kept every stage', 'about 6 MiB' for a step, '10 MiB' for a projection."""
     from mlp_ref.figures import PROJECTION_COST_DATA
     net, X, G = bench.problem(bench.SIZES, bench.BATCH)
-    every_stage = bench.peak_bytes(lambda: net.backward(net.forward(X), G, input_grad=False))
+    every_stage = bench.peak_bytes(lambda: net.backward(net.forward(X), G))
     assert 12.5 <= every_stage / 2**20 < 13.5
     with open(PROJECTION_COST_DATA) as fh:
         r = next(r for r in json.load(fh)["results"] if r["dtype"] == "float64")
