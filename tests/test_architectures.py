@@ -272,3 +272,80 @@ def test_bad_arguments_are_named():
         towers.backward(model.forward(np.zeros((2, 3))), G_QUESTION)
     with pytest.raises(ValueError, match=r"^k: expected a tower index"):
         towers.tower_keys(-1)
+
+
+# -- one model contract: every rule on every model --------------------------------------------
+CONTRACT_MODELS = {
+    "MLP": lambda: mr.MLP([3, 5, 4, 3], hidden=["tanh", "sigmoid"], init_std=0.6, seed=3),
+    "SplitHeads": lambda: SplitHeads([3, 5, 4, 3], heads=([0, 2], [1]), hidden=["tanh", "sigmoid"],
+                                     init_std=0.6, seed=3),
+    "TwoTower": lambda: TwoTower([3, 5, 4, 3], groups=([2], [0, 1]), hidden=["tanh", "sigmoid"],
+                                 init_std=0.6, seed=3),
+}
+G3 = np.array([0.0, -1.0, 0.5])           # out1 (index 0) not asked to move
+
+
+def dense_J(model, X, keep, h=1e-3):
+    """The Jacobian of outputs ``keep`` on X by five-point centred differences (as
+    ``centred_difference``), shape (n q, P), rows sample-major, columns in params order."""
+    columns = []
+    for p in model.params.values():
+        for idx in np.ndindex(*p.shape):
+            old, outs = p[idx], {}
+            for s in (2, 1, -1, -2):
+                p[idx] = old + s * h
+                outs[s] = model(X)[:, keep]
+            p[idx] = old
+            columns.append(((8 * (outs[1] - outs[-1]) - (outs[2] - outs[-2])) / (12 * h)).ravel())
+    return np.stack(columns, axis=1)
+
+
+@pytest.mark.parametrize("tier", ["fixes", "fast"])
+@pytest.mark.parametrize("name", list(CONTRACT_MODELS))
+def test_every_rule_runs_on_every_model(name, tier):
+    from mlp_ref import fast, fixes
+    rules = fixes if tier == "fixes" else fast
+    model = CONTRACT_MODELS[name]()
+    X, _ = seed_data()
+    X = X[:5]
+    unseen = probe_inputs(6)
+    flat = mr.jacobian.flatten
+    g = model.gradient(X, G3)
+    assert rel_error(flat(fixes.naive(model, X, G3)), flat(g)) == 0.0
+    masked = fixes.masked(model, X, np.ones((5, 3)), mask=[0, 1, 1])
+    assert rel_error(flat(masked), flat(model.gradient(X, np.tile([0.0, 1.0, 1.0], (5, 1))))) == 0.0
+    # freeze: the output layer only; out1 does not move at all, anywhere
+    frozen = fixes.freeze(model, X, G3)
+    moved = model.copy().step(frozen, 0.5)
+    assert np.all(moved(unseen)[:, 0] == model(unseen)[:, 0])
+    assert not np.all(moved(unseen)[:, 1] == model(unseen)[:, 1])
+    # project (through the tier under test): J1 D = 0, and D = g - J^+ J g with J by differences
+    J = dense_J(model, X, [0, 2])
+    D = rules.project(model, X, G3, keep=[0, 2])
+    assert list(D) == list(model.params)
+    assert np.abs(J @ flat(D)).max() <= 1e-9 * np.abs(J @ flat(g)).max()
+    assert np.linalg.norm(flat(D) - (flat(g) - np.linalg.pinv(J) @ (J @ flat(g)))) <= 1e-7 * np.linalg.norm(flat(g))
+    dense = flat(fixes.project_dense(model, X, G3, keep=[0, 2]))
+    assert np.linalg.norm(dense - flat(D)) <= 1e-12 * np.linalg.norm(flat(g))
+    N = rules.nullspace(model, g, unseen, keep=[0])
+    J_unseen = dense_J(model, unseen, [0])
+    assert np.abs(J_unseen @ flat(N)).max() <= 1e-9 * np.abs(J_unseen @ flat(g)).max()
+    # restore: back onto out1 = ref after a projected step
+    ref = model(X)[:, [0, 2]]
+    stepped = model.copy().step(D, 0.3)
+    report = rules.restore(stepped, X, ref, keep=[0, 2])
+    assert report.converged and np.abs(stepped(X)[:, [0, 2]] - ref).max() <= 1e-12
+    # penalty: the first step is the naive one; span: out1 held on keep_X at a large step
+    assert rel_error(flat(fixes.penalty(model, X, G3, keep=[0], lam=3.0)), flat(g)) == 0.0
+    spanned = model.copy().step(fixes.span_project(model, X, G3, keep=[0], keep_X=unseen[:2]), 1.0)
+    assert np.abs(spanned(unseen[:2])[:, 0] - model(unseen[:2])[:, 0]).max() <= 1e-12
+
+
+@pytest.mark.parametrize("rule", ["naive", "masked", "freeze", "project", "penalty", "span_project",
+                                  "nullspace", "restore"])
+def test_a_rule_refuses_what_is_not_a_model_naming_net(rule):
+    from mlp_ref import fixes
+    X, _ = seed_data()
+    args = {"masked": (X, G_QUESTION, [0, 1]), "nullspace": ({}, X), "restore": (X, np.zeros(8))}
+    with pytest.raises(TypeError, match="^net: "):
+        getattr(fixes, rule)(object(), *args.get(rule, (X, G_QUESTION)))

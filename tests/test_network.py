@@ -167,3 +167,59 @@ def test_small_interface_details():
         mr.MLP([2, 1], dtype=None)
     with pytest.raises(TypeError, match="net: expected an MLP"):
         mr.gradcheck.check("not a net", np.zeros((1, 2)), [1.0])
+
+
+# -- every stage its own array ----------------------------------------------------------------
+def shares(a, b):
+    return np.shares_memory(a, b)
+
+
+@pytest.mark.parametrize("output", ["identity", "tanh"])
+def test_no_stage_aliases_another_stage_the_record_X_or_G(output):
+    net = mr.MLP([3, 4, 4, 2], hidden=["tanh", "relu"], output=output, seed=1, init_std=0.7)
+    X = np.random.default_rng(0).normal(size=(5, 3))
+    G = np.random.default_rng(1).normal(size=(5, 2))
+    record = net.forward(X)
+    back = net.backward(record, G)
+    forward = list(record.stages.items())
+    backward = list(back.stages.items())
+    for i, (name, value) in enumerate(forward + backward):
+        assert not shares(value, X) and not shares(value, G), name
+        for other, value2 in (forward + backward)[i + 1:]:
+            assert not shares(value, value2), (name, other)
+
+
+def test_backward_never_writes_the_record_whatever_the_derivative_returns(monkeypatch):
+    # an activation as a student adds one: f(z) = z^2 / 2, whose derivative is z itself, returned
+    # as the very array it was given, the record's z_1
+    square = activations.Activation("halfsquare", lambda z: z * z / 2, lambda z, a: z)
+    monkeypatch.setitem(activations.ACTIVATIONS, "halfsquare", square)
+    net = mr.MLP([3, 4, 2], hidden="halfsquare", seed=2, init_std=0.8)
+    X = np.random.default_rng(0).normal(size=(6, 3))
+    record = net.forward(X)
+    kept = {k: v.copy() for k, v in record.stages.items()}
+    first = net.backward(record, [0.0, -1.0])
+    second = net.backward(record, [0.0, -1.0])
+    assert all(np.array_equal(record.stages[k], v) for k, v in kept.items())
+    assert all(np.array_equal(first.stages[k], second.stages[k]) for k in first.stages)
+    assert np.array_equal(first.stages["dz1"], first.stages["da1"] * record.z[1])
+    assert mr.gradcheck.check(net, X, [0.0, -1.0]).ok
+
+
+def test_step_refuses_read_only_parameters_and_changes_nothing():
+    net = mr.MLP([3, 4, 2], seed=0)
+    before = {k: v.copy() for k, v in net.params.items()}
+    net.params["W2"].flags.writeable = False           # as np.load(..., mmap_mode="r") gives
+    D = {k: np.ones_like(v) for k, v in net.params.items()}
+    with pytest.raises(ValueError, match=r"^net: parameters \['W2'\] are read-only"):
+        net.step(D, 0.1)
+    assert all(np.array_equal(net.params[k], before[k]) for k in before)
+
+
+def test_step_refuses_an_update_that_overflows_and_changes_nothing():
+    net = mr.MLP([3, 4, 2], seed=0)
+    before = {k: v.copy() for k, v in net.params.items()}
+    D = {k: np.full_like(v, 1e300) for k, v in net.params.items()}
+    with pytest.raises(ValueError, match=r"^lr: theta - lr \* D would make W1"):
+        net.step(D, 1e10)
+    assert all(np.array_equal(net.params[k], before[k]) for k in before)
