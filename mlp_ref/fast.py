@@ -301,7 +301,7 @@ class GramSolver:
         else:
             self._pinv = jacobian.GramSolver(gram, self.rcond)
 
-    def _estimate_cond(self, gram, rounds=8, vectors=4):
+    def _estimate_cond(self, gram, rounds=5, vectors=2):
         """lam_max / lam_min by power iteration on gram and on gram^-1, a few vectors at once."""
         start = np.random.default_rng(0).standard_normal((gram.shape[0], vectors))
         top, bottom = start.astype(gram.dtype), start.astype(gram.dtype)
