@@ -490,6 +490,101 @@ def bench_sweep(dtype, sizes=SIZES, batch=BATCH, constraints=CONSTRAINTS, dense_
     return sweep
 
 
+# -- holding many constraints: a memory of old inputs (continual learning) ---------------------------
+#: a digits-sized network trained on new rows while outputs 0-4 are held on m memory rows
+MEMORY_SIZES = [64, 128, 128, 10]
+MEMORY_BATCH = 600
+MEMORY_KEEP = [0, 1, 2, 3, 4]
+#: memory rows m: 5 m constraints, from 80 up to 4,095
+MEMORY_ROWS = (16, 32, 64, 128, 256, 512, 819)
+
+
+def memory_problem(m, dtype=np.float64, sizes=MEMORY_SIZES, batch=MEMORY_BATCH):
+    """(net, X, G, keep_X): ``problem`` with batch + m rows, the last m of them the memory."""
+    net, X, G = problem(sizes, batch + m, dtype, seed=1)
+    return net, X[:batch], G[:batch], X[batch:]
+
+
+def memory_parts(net, X, G, keep_X, keep=MEMORY_KEEP):
+    """``fast.project(net, X, G, keep, keep_X)`` in its parts (the calls it makes), each timed
+    once: where the time goes. Returns the direction and the seconds per part:
+
+    gradient    fast.gradient on the new rows
+    jacobian    the forward pass on the memory and the stacked backward pass of the kept outputs
+    gram        the Gram's products: a a^T per layer, S S^T, their Hadamard products and sum
+    factorise   Cholesky, L^-1, the rank certificate and the cond estimate (``fast.GramSolver``)
+    rest        J g, the refined solve, and D = g - J^T alpha
+    """
+    t = {}
+    clock = time.perf_counter()
+
+    def lap(name):
+        nonlocal clock
+        now = time.perf_counter()
+        t[name], clock = now - clock, now
+
+    g = fast.gradient(net, X, G)
+    lap("gradient")
+    J = fast.Jacobian.from_record(net, *fast._forward(net, keep_X), keep)
+    lap("jacobian")
+    gram = J.gram()
+    lap("gram")
+    solve = fast.GramSolver(gram)
+    lap("factorise")
+    D = fast.project_out(J, solve, gram, g, 1)
+    lap("rest")
+    return D, t
+
+
+def time_memory_row(dtype, m, repeats=5):
+    """``fast.project`` holding outputs 0-4 on m memory rows while training on ``MEMORY_BATCH`` new
+    rows: the median time of a call, of each part (``memory_parts``), and the peak memory."""
+    net, X, G, keep_X = memory_problem(m, dtype)
+
+    def project():
+        fast.project(net, X, G, keep=MEMORY_KEEP, keep_X=keep_X)
+
+    timed = time_interleaved({"project": project}, repeats)["project"]
+    parts = [memory_parts(net, X, G, keep_X)[1] for _ in range(repeats)]
+    return {"m": m, "constraints": m * len(MEMORY_KEEP), "project_s": timed["median_s"],
+            "faults": timed["faults"], "peak_bytes": peak_bytes(project),
+            "parts_s": {k: float(np.median([p[k] for p in parts])) for k in parts[0]}}
+
+
+def bench_memory(dtype, rows=MEMORY_ROWS, repeats=5, isolate=True, log=print):
+    """``time_memory_row`` for each memory size m, each in a fresh process (glibc keeping freed
+    memory where it can), then the fitted growth exponents (``growth``)."""
+    name = np.dtype(dtype).name
+    out = []
+    for m in rows:
+        t0 = time.perf_counter()
+        row = _call(isolate, time_memory_row, name, m, repeats, keep_memory=isolate)
+        if row is None:
+            row = _call(isolate, time_memory_row, name, m, repeats)
+        out.append(row)
+        log(f"[{name}] memory m = {m:4d}, {row['constraints']:5d} constraints: "
+            f"{row['project_s'] * 1e3:9.1f} ms a step ({time.perf_counter() - t0:.1f} s)")
+    return {"dtype": name, "sizes": MEMORY_SIZES, "batch": MEMORY_BATCH, "keep": MEMORY_KEEP,
+            "isolated": bool(isolate), "rows": out, "growth": growth(out)}
+
+
+def growth(rows, top=3):
+    """Log-log slopes of time and peak memory against the constraint count, fitted over the
+    ``top`` largest counts (where the n^3 and n^2 terms take over from the fixed costs)."""
+    rows = sorted(rows, key=lambda r: r["constraints"])[-top:]
+    if len(rows) < 2:
+        return {}
+    n = [r["constraints"] for r in rows]
+    series = {"project": [r["project_s"] for r in rows], "peak": [r["peak_bytes"] for r in rows]}
+    series.update({part: [r["parts_s"][part] for r in rows] for part in rows[0]["parts_s"]})
+    return {key: loglog_slope(n, values) for key, values in series.items()}
+
+
+def loglog_slope(x, y):
+    """The least-squares slope of log y against log x."""
+    return float(np.polyfit(np.log(x), np.log(np.maximum(y, 1e-300)), 1)[0])
+
+
 def constraint_counts(batch, constraints=CONSTRAINTS):
     """The counts of ``constraints`` below the batch size, then the batch itself (all rows)."""
     return sorted({c for c in constraints if c < batch} | {batch})
@@ -497,7 +592,7 @@ def constraint_counts(batch, constraints=CONSTRAINTS):
 
 def run(sizes=SIZES, batch=BATCH, repeats=15, dtypes=("float64", "float32"),
         constraints=CONSTRAINTS, dense_repeats=3, dense_limit=DENSE_LIMIT, isolate=True,
-        log=print):
+        log=print, memory_rows=MEMORY_ROWS):
     """The whole benchmark: the machine, then ``bench_dtype`` for every dtype, then the sweeps.
 
     isolate : run each group of measurements (the step and its matmuls; the fixes; each row of
@@ -513,10 +608,12 @@ def run(sizes=SIZES, batch=BATCH, repeats=15, dtypes=("float64", "float32"),
     for r in results:
         r["sweep"] = bench_sweep(r["dtype"], sizes, batch, constraints, dense_repeats,
                                  dense_limit, repeats, isolate, log)
-    return {"machine": machine,
+    memory = bench_memory(dtypes[0], memory_rows, min(repeats, 5), isolate, log) if memory_rows else None
+    return {"machine": machine, "memory": memory,
             "config": {"sizes": list(sizes), "batch": batch, "repeats": repeats,
                        "dense_repeats": dense_repeats, "keep": KEEP, "lr": LR,
-                       "constraints": list(constraints), "dense_limit_bytes": dense_limit},
+                       "constraints": list(constraints), "dense_limit_bytes": dense_limit,
+                       "memory_rows": list(memory_rows or [])},
             "results": results}
 
 
@@ -598,7 +695,30 @@ def format_table(results):
             lines.append(f"{row['n']:>13}{_ms(row['gram_s']):>10}{row['gram_faults']:>8}"
                          f"{_ms(row['dense_s']):>11}{speed:>10}{_mib(row['gram_peak_bytes']):>10}"
                          f"{_mib(row['dense_peak_bytes']):>11}  {row['note']}")
+    if results.get("memory"):
+        lines += [""] + format_memory(results["memory"])
     return "\n".join(lines)
+
+
+MEMORY_PARTS = ("gradient", "jacobian", "gram", "factorise", "rest")
+
+
+def format_memory(memory):
+    """The memory sweep as lines: a row per memory size, the parts' shares, the fitted growth."""
+    lines = [f"holding outputs {memory['keep']} on m memory rows while training on {memory['batch']} "
+             f"new rows, sizes {memory['sizes']}, {memory['dtype']} (fast.project"
+             + ("; each row in a fresh process" if memory["isolated"] else "") + "): where the time goes",
+             f"{'m':>6}{'constraints':>13}{'ms a step':>11}{'peak MiB':>10}"
+             + "".join(f"{part:>10}" for part in MEMORY_PARTS)]
+    for r in memory["rows"]:
+        total = sum(r["parts_s"].values())
+        lines.append(f"{r['m']:>6}{r['constraints']:>13}{_ms(r['project_s']):>11}"
+                     f"{_mib(r['peak_bytes']):>10}"
+                     + "".join(f"{r['parts_s'][part] / total:>9.0%} " for part in MEMORY_PARTS))
+    if memory["growth"]:
+        lines.append("growth over the three largest memories, as constraints^k: "
+                     + ", ".join(f"{key} k = {k:.2f}" for key, k in memory["growth"].items()))
+    return lines
 
 
 def projection_cost_data(results, dtype="float64"):
@@ -635,7 +755,8 @@ def main(args):
     dtypes = ("float64", "float32") if args.dtype == "both" else (args.dtype,)
     results = run(sizes=args.sizes, batch=args.batch, repeats=args.repeats, dtypes=dtypes,
                   dense_repeats=args.dense_repeats,
-                  dense_limit=int(args.dense_limit_gib * 2**30), log=log)
+                  dense_limit=int(args.dense_limit_gib * 2**30), log=log,
+                  memory_rows=args.memory_rows)
     print(format_table(results))
     if args.json:
         folder = os.path.dirname(args.json)

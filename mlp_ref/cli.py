@@ -140,6 +140,9 @@ def build_parser():
     p.add_argument("--dense-limit-gib", type=_nonnegative_float, default=2.0,
                    help="skip the dense Jacobian above this size (default 2 GiB)")
     p.add_argument("--dtype", choices=["float64", "float32", "both"], default="both")
+    p.add_argument("--memory-rows", type=_int_list, default=[16, 32, 64, 128, 256, 512, 819],
+                   help="memory sizes m of the many-constraints sweep, 5 m constraints each "
+                        "(default: 16,32,64,128,256,512,819)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     return parser
 

@@ -377,9 +377,14 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     keep = check_keep(keep, net.sizes[-1])
     J = Jacobian.from_record(net, *_forward(net, keep_X), keep)
     gram = J.gram()
-    J.drop_input_kernels()
-    solve = GramSolver(gram, rcond)
     D = {k: np.array(v) for k, v in D.items()}       # ours to write over: the caller's D stays
+    return project_out(J, GramSolver(gram, rcond), gram, D, refine)
+
+
+def project_out(J, solve, gram, D, refine):
+    """D <- D - J^T (J J^T)^+ J D in place (D must be the caller's own), given J's Gram and its
+    solver: refined on the system when the Gram is well conditioned, else through D itself."""
+    J.drop_input_kernels()
     if solve.cond > REFINE_DIRECTION_ABOVE_COND:
         return _refine(J, solve, D, 1 + refine)
     _subtract_rmatvec(J, D, solve.refined(gram, J.matvec(D), refine))

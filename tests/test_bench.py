@@ -251,3 +251,30 @@ def test_the_readme_gives_the_benchs_own_allocator_settings():
     from pathlib import Path
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert f"GLIBC_TUNABLES={bench.KEEP_MEMORY['GLIBC_TUNABLES']}" in readme
+
+
+def test_the_memory_sweep_reports_every_part_and_its_growth():
+    memory = bench.bench_memory("float64", rows=(4, 8, 12), repeats=1, isolate=False,
+                                log=lambda message: None)
+    assert [r["constraints"] for r in memory["rows"]] == [20, 40, 60]
+    for r in memory["rows"]:
+        assert set(r["parts_s"]) == set(bench.MEMORY_PARTS)
+        assert r["project_s"] > 0 and r["peak_bytes"] > 0 and all(v >= 0 for v in r["parts_s"].values())
+    assert set(memory["growth"]) == {"project", "peak", *bench.MEMORY_PARTS}
+    text = "\n".join(bench.format_memory(memory))
+    assert "where the time goes" in text and "constraints^k" in text
+
+
+def test_growth_fits_the_exponent_of_a_power_law():
+    rows = [{"constraints": n, "project_s": 2e-9 * n ** 3, "peak_bytes": 8 * n ** 2,
+             "parts_s": {"gram": 1e-8 * n ** 2, "solve": 1e-9 * n ** 3}} for n in (100, 200, 400, 800)]
+    k = bench.growth(rows)
+    assert k == pytest.approx({"project": 3.0, "peak": 2.0, "gram": 2.0, "solve": 3.0}, abs=1e-12)
+
+
+def test_memory_parts_are_the_projection_itself():
+    for m in (3, 6, 40):                       # ill- and well-conditioned Grams: both ways of refining
+        net, X, G, keep_X = bench.memory_problem(m, sizes=[5, 4, 4, 6], batch=9)
+        D = bench.memory_parts(net, X, G, keep_X)[0]
+        same = fast.project(net, X, G, keep=bench.MEMORY_KEEP, keep_X=keep_X)
+        assert all(np.array_equal(D[k], same[k]) for k in same)
