@@ -525,7 +525,7 @@ def memory_parts(net, X, G, keep_X, keep=MEMORY_KEEP):
 
     g = fast.gradient(net, X, G)
     lap("gradient")
-    J = fast.Jacobian.from_record(net, *fast._forward(net, keep_X), keep)
+    J = fast.Jacobian.from_record(net, *fast.forward(net, keep_X), keep)
     lap("jacobian")
     gram = J.gram()
     lap("gram")

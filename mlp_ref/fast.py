@@ -22,7 +22,12 @@ measures. What it does differently, and why (the bench measures each effect):
 * Work not needed is not done: no dL/dX, no stage kept, no multiplication by f'(z) = 1 for the
   identity output; the projection shares one forward record between the gradient and the
   Jacobian, and never builds g (see ``project``).
-* The solve: at full rank (the usual case) the Gram is solved by LU, not diagonalised.
+* One backward pass for several output gradients: the question's G and the one-hot e_k whose
+  signals make the Jacobian are stacked, so f'(z_l) is computed once per layer and each da_l is
+  one product (``backprop``).
+* The solve: the Gram is factorised by Cholesky, its rank certified from the factor and its
+  inverse, and refined on the system itself when it is well conditioned (``GramSolver``); the
+  reference diagonalises it.
 
 Every model of the package is accepted. The tricks are written for the MLP; SplitHeads and
 TwoTower (whose forward assembles arrays anyway) are handed to the reference.
@@ -40,8 +45,8 @@ from .network import MLP, check_lr, check_writable, overflow_error
 
 
 # -- the gradient ---------------------------------------------------------------------------
-def _forward(net, X):
-    """``net.forward(X)`` with z_l = a @ W_l, then z_l += b_l in place (the reference's a @ W + b
+def forward(net, X):
+    """The forward record (z, a) as two dicts l -> array: ``net.forward(X)`` with z_l = a @ W_l, then z_l += b_l in place (the reference's a @ W + b
     allocates the product and then the sum: one array of (n, n_l) more per layer). Same bits:
     both round the product, then the sum. The identity output's a_L is z_L itself (no copy)."""
     X = _checks.matrix("X", X, net.dtype, width=net.sizes[0], width_name="input columns")
@@ -56,7 +61,7 @@ def _forward(net, X):
     return z, a
 
 
-def _backprop(net, z, a, Gs, grads=True, signals=False):
+def backprop(net, z, a, Gs, grads=True, signals=False):
     """The reference's backward loop for B output gradients at once, consuming the record z, a.
 
     Gs      : (B, n, K), B output gradients on the same n rows (the question's G, and the
@@ -98,10 +103,10 @@ def gradient(net, X, G):
     [784, 512, 512, 10] in float64: 6 MiB instead of 13)."""
     if not isinstance(net, MLP):
         return fixes.naive(net, X, G)                 # composed models: the reference
-    z, a = _forward(net, X)
+    z, a = forward(net, X)
     n, K = a[net.depth].shape
     G = _checks.rows_or_vector("G", G, net.dtype, n, K)
-    return _backprop(net, z, a, G[None])[0]
+    return backprop(net, z, a, G[None])[0]
 
 
 # -- the step ----------------------------------------------------------------------------------
@@ -188,7 +193,7 @@ class Jacobian:
         n, K = a[net.depth].shape
         inputs = {l: a[l - 1] for l in range(1, net.depth + 1)}
         outputs = a[net.depth][:, keep]
-        signals = _backprop(net, z, a, one_hot(keep, n, K, net.dtype), grads=False, signals=True)[1]
+        signals = backprop(net, z, a, one_hot(keep, n, K, net.dtype), grads=False, signals=True)[1]
         return cls(net, inputs, outputs, signals)
 
     def input_kernels(self):
@@ -375,7 +380,7 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     keep_X = fixes.check_X(net, keep_X, "keep_X")
     rcond, refine = fixes.check_rcond(rcond), fixes.check_refine(refine)
     keep = check_keep(keep, net.sizes[-1])
-    J = Jacobian.from_record(net, *_forward(net, keep_X), keep)
+    J = Jacobian.from_record(net, *forward(net, keep_X), keep)
     gram = J.gram()
     D = {k: np.array(v) for k, v in D.items()}       # ours to write over: the caller's D stays
     return project_out(J, GramSolver(gram, rcond), gram, D, refine)
@@ -415,12 +420,12 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
             return nullspace(net, gradient(net, X, G), keep_X, keep, rcond, refine)
     rcond, refine = fixes.check_rcond(rcond), fixes.check_refine(refine)
     keep = check_keep(keep, net.sizes[-1])
-    z, a = _forward(net, X)
+    z, a = forward(net, X)
     n, K = a[net.depth].shape
     # one backward pass for G and the one-hot e_k together: G's signals first, then J's
     Gs = np.concatenate([G[None], one_hot(keep, n, K, net.dtype)])
     inputs, outputs = {l: a[l - 1] for l in range(1, net.depth + 1)}, a[net.depth][:, keep]
-    signals = _backprop(net, z, a, Gs, grads=False, signals=True)[1]     # consumes z and a
+    signals = backprop(net, z, a, Gs, grads=False, signals=True)[1]     # consumes z and a
     J = Jacobian(net, inputs, outputs, {l: S[1:] for l, S in signals.items()})
     dz = {l: S[0] for l, S in signals.items()}                # G's signals dz_l (views)
     del signals
@@ -446,7 +451,7 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
                                                                   max_iter, rcond)
     history = []
     for it in range(max_iter + 1):
-        z, a = _forward(net, keep_X)
+        z, a = forward(net, keep_X)
         r = (a[net.depth][:, keep] - ref).reshape(-1)
         history.append(float(np.max(np.abs(r))))
         if history[-1] <= tol or it == max_iter or not np.isfinite(history[-1]):
