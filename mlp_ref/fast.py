@@ -270,11 +270,12 @@ class GramSolver:
        and the reference's pseudo-inverse is used.
     2. L^-1 by blocks (``lower_inverse``, another n^3/3), then alpha = L^-T (L^-1 rhs): NumPy has
        no triangular solve, and with the inverse every later solve is two products.
-    3. The rank, certified from what we hold: lam_max <= trace(gram) = ||L||_F^2 and
-       1/lam_min = ||L^-T L^-1||_2 <= ||L^-1||_F^2, so cond <= ||L||_F^2 ||L^-1||_F^2. When that
-       bound is below 1 / rcond, no eigenvalue falls under the reference's cut-off: full rank,
-       for certain. Otherwise the eigenvalues are computed, as in the reference, so that both
-       tiers always keep the same constraints.
+    3. The rank, certified from what we hold: lam_max = ||gram||_2 is at most its largest
+       absolute row sum and at most its trace, and 1/lam_min = ||L^-1||_2^2 is at most
+       ||L^-1||_F^2 and at most ||L^-1||_1 ||L^-1||_inf; the smaller of each pair bounds cond.
+       When that bound is below 1 / rcond, no eigenvalue falls under the reference's cut-off:
+       full rank, for certain. Otherwise the eigenvalues are computed, as in the reference, so
+       that both tiers always keep the same constraints.
     4. cond itself, for choosing how to refine (``project``): estimated by a few rounds of power
        iteration on gram and on its inverse, from fixed starting vectors (equal inputs give
        equal bits). An estimate from below, typically within a few percent.
@@ -292,8 +293,7 @@ class GramSolver:
             L = None
         if L is not None and m:
             inverse = lower_inverse(L)
-            bound = np.sum(L * L) * np.sum(inverse * inverse)
-            if np.isfinite(bound) and bound * self.rcond < 1.0:
+            if cond_bound(gram, inverse) * self.rcond < 1.0:
                 self._inverse, self.rank = inverse, m
                 self.cond = self._estimate_cond(gram)
                 return
@@ -339,6 +339,17 @@ class GramSolver:
 #: eps |J| |g|, which only a refinement that sees D corrects, and which matters once the
 #: solve's own error, eps cond, is no longer far below it.
 REFINE_DIRECTION_ABOVE_COND = 1e3
+
+
+def cond_bound(gram, inverse):
+    """An upper bound on cond(gram) from gram and the inverse of its Cholesky factor (see
+    ``GramSolver``); inf when they are not finite."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        lam_max = min(np.abs(gram).sum(axis=1).max(), np.trace(gram))
+        absolute = np.abs(inverse)
+        inv_lam_min = min(np.sum(inverse * inverse), absolute.sum(axis=0).max() * absolute.sum(axis=1).max())
+        bound = lam_max * inv_lam_min
+    return bound if np.isfinite(bound) else np.inf
 
 
 def lower_inverse(L, block=64):
