@@ -1,4 +1,6 @@
 """Each fix's guarantee, asserted on real runs of both setups."""
+import inspect
+
 import numpy as np
 import pytest
 from _fd import fd_jacobian
@@ -314,3 +316,30 @@ def test_all_zero_constraint_rows_and_an_all_zero_gram():
     ref = net(dead)[:, 0] + 1.0
     report = fixes.restore(net.copy(), dead, ref, max_iter=3)
     assert not report.converged and report.iterations == 3
+
+
+def test_the_penalty_is_stable_below_its_limit_and_grows_above_it():
+    # near ref the residual r = O1 - ref evolves as r <- (I - lr lam J J^T) r: stable exactly
+    # while lr * lam * lambda_max(J J^T) < 2, which penalty_limit returns
+    net, X, _ = SETUPS["visible"]()
+    limit = fixes.penalty_limit(net, X)
+    J = jacobian.OutputJacobian(net, X, [0])
+    assert limit == pytest.approx(2.0 / np.linalg.eigvalsh(J.gram())[-1], rel=1e-12)
+    ref = net(X)[:, 0]
+    start = net.copy().step(fixes.naive(net, X, G_QUESTION), 1e-4)       # a small drift to pull back
+    lr = 0.01
+    for factor, grows in ((0.9, False), (1.1, True)):
+        moved = start.copy()
+        before = np.abs(moved(X)[:, 0] - ref).max()
+        for _ in range(60):
+            moved.step(fixes.penalty(moved, X, np.zeros(2), ref=ref, lam=factor * limit / lr), lr)
+        after = np.abs(moved(X)[:, 0] - ref).max()
+        assert (after > before) == grows, (factor, before, after)
+
+
+def test_the_default_penalty_is_stable_on_both_setups_at_the_tutorials_learning_rates():
+    # the docstring: lr * lam * lambda_max = 0.76 (seed, lr 0.1) and 0.83 (visible, lr 0.01)
+    for name, lr, expected in (("seed", 0.1, 0.76), ("visible", 0.01, 0.83)):
+        net, X, _ = SETUPS[name]()
+        lam = inspect.signature(fixes.penalty).parameters["lam"].default
+        assert round(2 * lr * lam / fixes.penalty_limit(net, X), 2) == expected
