@@ -109,17 +109,21 @@ SYMBOLS = {
     "ne": "\u2260", "neq": "\u2260", "in": "\u2208", "lVert": "\u2016", "rVert": "\u2016",
     "|": "\u2016", "ldots": "\u2026", "dots": "\u2026", "infty": "\u221e", "pm": "\u00b1",
     "max": "max", "min": "min", "quad": "\u2003", "qquad": "\u2003\u2003", ",": "", ";": "", "!": "",
-    "textstyle": "", "displaystyle": "",
+    "textstyle": "", "displaystyle": "", "big": "", "Big": "", "otimes": "\u2297",
     "top": "\u1d40", "left": "", "right": "", "{": "{", "}": "}", "%": "%",
 }
+
+
+def _group(text):
+    """A numerator or denominator: in brackets unless it is one symbol or one number."""
+    return text if re.fullmatch(r"\\?[A-Za-z]|[0-9.]+|\\[A-Za-z]+(?: [A-Za-z])?", text) else f"({text})"
 
 
 def latex_text(math):
     """The LaTeX ``math`` (no dollars) as plain text: Greek letters and operators as Unicode,
     digit sub- and superscripts as Unicode, ``\\frac{a}{b}`` as a/b, ``\\mathrm{x}`` as x."""
     s = re.sub(r"\\(?:mathrm|text|operatorname|mathbf|mathcal|mathbb)\{([^{}]*)\}", r"\1", math)
-    s = re.sub(r"\\t?frac\{([^{}]*)\}\{([^{}]*)\}",
-               lambda m: "/".join(p if re.fullmatch(r"[\w.]+", p) else f"({p})" for p in m.groups()), s)
+    s = re.sub(r"\\t?frac\{([^{}]*)\}\{([^{}]*)\}", lambda m: f"{_group(m.group(1))}/{_group(m.group(2))}", s)
     s = re.sub(r"\^\{?\\top\}?", "\u1d40", s)
     s = re.sub(r"\\([A-Za-z]+|[|,;!{}%])", lambda m: SYMBOLS.get(m.group(1), m.group(0)), s)
     s = re.sub(r"_\{?([0-9+-]+)\}?(?![A-Za-z0-9{])", lambda m: m.group(1).translate(_SUB), s)
