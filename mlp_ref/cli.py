@@ -63,6 +63,13 @@ def cmd_figures(args):
     return 0
 
 
+def cmd_check(args):
+    """Grade an exercise of tutorials/exercises (see mlp_ref/grading.py)."""
+    from . import grading
+
+    return grading.main(args.file)
+
+
 def cmd_bench(args):
     """Time a training step, its matmuls, and each fix's cost (see mlp_ref/bench.py)."""
     from . import bench
@@ -111,6 +118,7 @@ COMMANDS = {
     "stages": (cmd_stages, "print every forward and backward stage of the seed network"),
     "figures": (cmd_figures, "regenerate every figure (PNG) into figures/ or --out DIR"),
     "bench": (cmd_bench, "time a training step against its matmuls, and each fix's cost"),
+    "check": (cmd_check, "grade your answer to an exercise: check tutorials/exercises/01_....py"),
 }
 
 
@@ -141,6 +149,7 @@ def build_parser():
                    help="skip the dense Jacobian above this size (default 2 GiB)")
     p.add_argument("--dtype", choices=["float64", "float32", "both"], default="both")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    sub.add_parser("check", help=COMMANDS["check"][1]).add_argument("file", help="the exercise file")
     return parser
 
 
