@@ -39,7 +39,9 @@ def restore(net, X, ref, tol=1e-12, max_iter=20):
 
     Parameters
     ----------
-    net, X, ref : as restore_step
+    net : mlp_ref.MLP                 changed in place
+    X : ndarray, shape (n, d)
+    ref : ndarray, shape (n,)
     tol : float                       stop once the residual is at most tol
     max_iter : int                    never take more steps than this
 
