@@ -250,11 +250,15 @@ def figure(name, *args, **kwargs):
 
     As the last line of a cell, the figure appears below it in a notebook. Run as a script
     (:func:`run_headless`) it is not drawn (that would cost a second per figure for nothing
-    to see): one line names it instead. ``python -m mlp_ref figures`` writes every figure.
+    to see): one line names it instead. When the figure needs results the cell has not
+    computed, pass a function of no arguments that returns them, ``figure(name, lambda: ...)``:
+    it is called only when the figure is drawn. ``python -m mlp_ref figures`` writes every figure.
     """
     if HEADLESS:
         print(f"[figure: mlp_ref.plots.{name}, drawn inline when this runs as a notebook]")
         return None
+    if len(args) == 1 and callable(args[0]):
+        args = (args[0](),)
     plots = importlib.import_module("mlp_ref.plots")       # matplotlib only now, only here
     return InlineFigure(getattr(plots, name)(*args, **kwargs))
 

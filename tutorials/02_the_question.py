@@ -119,7 +119,7 @@ for name, (net, X, _) in SETUPS.items():
         print(f"  layer {l} ({kind:12}) max |entry| = {np.max(np.abs(K[l])):.3e}   "
               f"part of the sum = {K[l].sum() / K12.sum():6.1%}")
     print(f"  output layer's share is exactly zero in every entry: {bool(np.all(K[L] == 0.0))}")
-figure("tangent_kernel", [experiments.tangent_kernel("seed"), experiments.tangent_kernel("visible")])
+figure("tangent_kernel", lambda: [experiments.tangent_kernel(name) for name in SETUPS])
 
 # %% [markdown]
 # ## 5. The first-order prediction matches the drift at small lr

@@ -66,7 +66,7 @@ for name, (n_net, n_X, _) in {"seed": (net, X, Y), "visible": visible_setup()}.i
 naive_mse, masked_mse = fixes.naive(net, X, G_mse), fixes.masked(net, X, G_mse, MASK)
 print(f"seed     G of the MSE:  masked == naive on every parameter: "
       f"{all(np.array_equal(naive_mse[k], masked_mse[k]) for k in naive_mse)}")
-stages = experiments.backprop_stages(net, X, G_QUESTION)
+stages = experiments.backprop_stages(net, X, G_QUESTION)     # with what the mask, var_list zero
 figure("backprop_stages", stages, zeroed=stages["zeroed"])
 
 # %% [markdown]

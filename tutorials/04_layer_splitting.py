@@ -49,7 +49,7 @@ for name, (net, X, _) in {"seed": seed_setup(), "visible": visible_setup()}.item
         gain = np.mean(stepped(X)[:, 1] - net(X)[:, 1])
         print(f"{name:8} lr {lr:6g}: out1 identical on batch and unseen inputs: "
               f"{exactly_held(net, stepped, X)};  out2 gain {gain:9.3f}")
-figure("network_fixes", experiments.weight_changes("seed"))
+figure("network_fixes", lambda: experiments.weight_changes("seed"))
 
 # %% [markdown]
 # ## 2. Why it is exact - and when var_list alone is not enough

@@ -54,7 +54,7 @@ print(f"max |J1 . g| = {np.max(np.abs(J1.matvec(g))):.3g}    max |J1 . D| = "
       f"{np.max(np.abs(J1.matvec(D))):.1e}")
 ratio = np.linalg.norm(flat_D) / np.linalg.norm(flat_g)
 print(f"cos(D, g - D) = {cosine:.1e}    |D| / |g| = {ratio:.3f}")
-figure("projection_geometry", experiments.projection_geometry())
+figure("projection_geometry", experiments.projection_geometry)      # computed only when drawn
 
 # %% [markdown]
 # ## 2. The same projection with the Jacobian written out
