@@ -196,7 +196,7 @@ def run_script_text(tmp_path, argv=("s.py",), stdin=None, lines=2, brk=False):
 def test_run_headless_prints_the_markdown_cells_between_the_code_cells(tmp_path):
     status, out = run_script_text(tmp_path)
     assert status == 0
-    assert out == ("A title\n=======\n\nThe question, with K\u2081\u2082 = J\u2081 J\u2082\u1d40 and \u03b7.\n"
+    assert out == ("\nA title\n=======\n\nThe question, with K\u2081\u2082 = J\u2081 J\u2082\u1d40 and \u03b7.\n"
                    "\n1. First\n========\n\nSome bold text and code, and a link (https://example.org).\n"
                    "line 0\nline 1\n\n2. Second\n=========\nX is 1\n")
 

@@ -137,18 +137,22 @@ figure("pareto", runs["visible"])
 # Each cell below is measured, not written: one step of each rule at $\eta$ from 1e-5 to 1e-2,
 # then `experiments.drift_order` calls the drift "exactly 0" if every value is 0.0,
 # "round-off" if every value is at most 1e-12, and otherwise $O(\eta^k)$ with $k$ the slope
-# fitted on log-log axes over $\eta \le$ 1e-3 (in brackets). The costs are those of the
-# tutorials before.
+# fitted on log-log axes over $\eta \le$ 1e-3 (in brackets).
 
 # %%
 print(experiments.format_guarantees(experiments.measured_guarantees()))
-print("""
-costs:  naive, masked   nothing extra (a mask is for missing labels, tutorial 03)
-        freeze          the shared layers no longer learn for out2 (tutorial 04)
-        project         a few backward passes and an n x n solve per step (tutorial 05)
-        + restore       a few more solves per step
-        penalty         one extra term; unstable once lr * lam * lambda_max(J1 J1^T) > 2
-        span            with keep_X = the batch, it freezes the hidden layers: layer splitting""")
+
+# %% [markdown]
+# What each guarantee costs, from the tutorials before:
+#
+# | rule | cost |
+# |---|---|
+# | naive, masked | nothing extra (a mask is for missing labels, tutorial 03) |
+# | freeze | the shared layers no longer learn for out2 (tutorial 04) |
+# | project | a few backward passes and an $n \times n$ solve per step (tutorial 05) |
+# | + restore | a few more solves per step |
+# | penalty | one extra term; unstable once $\eta\, \lambda\, \lambda_{\max}(J_1 J_1^\top) > 2$ |
+# | span | with `keep_X` = the batch, it freezes the hidden layers: layer splitting |
 
 # %% [markdown]
 # ## What to remember
