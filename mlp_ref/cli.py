@@ -8,12 +8,15 @@ import sys
 def cmd_stages(args):
     """Print every forward and backward stage of the seed network for G = [0, -1]."""
     from .setups import G_QUESTION, seed_setup
-    from .tutorial import show_stages
+    from .tutorial import show_params, show_stages
 
     net, X, _ = seed_setup()
     record = net.forward(X)
     back = net.backward(record, G_QUESTION)
     print(f"{net!r}, seed data X {X.shape}, G = {G_QUESTION.tolist()} for every row\n")
+    print("Parameters (every number below follows from these and X):")
+    show_params(net, precision=args.precision)
+    print()
     print("Forward: z_l = a_{l-1} @ W_l + b_l,  a_l = f_l(z_l)")
     show_stages(record.stages, net, precision=args.precision)
     print("\nBackward: dz_l = da_l * f_l'(z_l), dW_l = a_{l-1}.T @ dz_l, "

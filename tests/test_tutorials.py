@@ -346,6 +346,10 @@ def test_01_prints_every_weight_and_a_stage_to_check_by_hand(seed, outputs):
     by_hand = X[0] @ net.params["W1"][:, 0] + net.params["b1"][0]
     assert by_hand == pytest.approx(record.z[1][0, 0], abs=1e-15)
     assert f"by hand: X[0] @ W1[:, 0] + b1[0] = {by_hand:.4f}   z1[0, 0] = {by_hand:.4f}" in out
+    from mlp_ref import cli
+    with redirect_stdout(io.StringIO()) as stages:
+        cli.main(["stages"])
+    assert printed.getvalue() in stages.getvalue()          # and `python -m mlp_ref stages`
 
 
 # -- 07_from_numpy_to_frameworks -----------------------------------------------------------------
