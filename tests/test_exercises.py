@@ -159,3 +159,15 @@ def test_check_is_a_command(tmp_path):
                              capture_output=True, text=True, cwd=ROOT,
                              env={**__import__("os").environ, "PYTHONPATH": env_path})
     assert missing.returncode == 2 and "cannot read it" in missing.stdout
+
+
+def test_the_teachers_guide_names_every_exercise_and_function():
+    guide = (ROOT / "tutorials" / "README.md").read_text()
+    for exercise, (_, functions) in grading.EXERCISES.items():
+        assert f"`{exercise}.py`" in guide
+        for name in functions:
+            assert f"`{name}`" in guide or f"`{name}` (" in guide, name
+    assert "twelve of them" in guide and len(BROKEN) == 12
+    for term in ("**G**", "**J₁ (J1)**", "**K₁₂ (K12)**", "**keep, keep_X**", "**null space**",
+                 "**Gauss-Newton", "**GPM / span projection**", "**var_list**", "**out1, out2**"):
+        assert term in guide, term
