@@ -8,12 +8,15 @@ import sys
 def cmd_stages(args):
     """Print every forward and backward stage of the seed network for G = [0, -1]."""
     from .setups import G_QUESTION, seed_setup
-    from .tutorial import show_stages
+    from .tutorial import show_params, show_stages
 
     net, X, _ = seed_setup()
     record = net.forward(X)
     back = net.backward(record, G_QUESTION)
     print(f"{net!r}, seed data X {X.shape}, G = {G_QUESTION.tolist()} for every row\n")
+    print("Parameters (every number below follows from these and X):")
+    show_params(net, precision=args.precision)
+    print()
     print("Forward: z_l = a_{l-1} @ W_l + b_l,  a_l = f_l(z_l)")
     show_stages(record.stages, net, precision=args.precision)
     print("\nBackward: dz_l = da_l * f_l'(z_l), dW_l = a_{l-1}.T @ dz_l, "
@@ -61,6 +64,13 @@ def cmd_figures(args):
               file=sys.stderr)
         return 2
     return 0
+
+
+def cmd_check(args):
+    """Grade an exercise of tutorials/exercises (see mlp_ref/grading.py)."""
+    from . import grading
+
+    return grading.main(args.file)
 
 
 def cmd_bench(args):
@@ -111,6 +121,7 @@ COMMANDS = {
     "stages": (cmd_stages, "print every forward and backward stage of the seed network"),
     "figures": (cmd_figures, "regenerate every figure (PNG) into figures/ or --out DIR"),
     "bench": (cmd_bench, "time a training step against its matmuls, and each fix's cost"),
+    "check": (cmd_check, "grade your answer to an exercise: check tutorials/exercises/01_....py"),
 }
 
 
@@ -144,6 +155,7 @@ def build_parser():
                    help="memory sizes m of the many-constraints sweep, 5 m constraints each "
                         "(default: 16,32,64,128,256,512,819)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    sub.add_parser("check", help=COMMANDS["check"][1]).add_argument("file", help="the exercise file")
     return parser
 
 

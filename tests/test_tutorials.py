@@ -139,12 +139,109 @@ def test_section_pauses_only_when_stepping(monkeypatch, capsys):
     assert "Title\n=====\nsome text on lines" in out and "Other\n=====" in out
 
 
-def test_section_survives_a_closed_stdin(monkeypatch, capsys):
-    def closed(prompt=""):
-        raise EOFError
-    monkeypatch.setattr("builtins.input", closed)
-    tutorial.section("Title", step=True)
-    assert "Title" in capsys.readouterr().out
+@pytest.mark.parametrize("key, status, said", [(EOFError, 0, "(end of input)"),
+                                               (KeyboardInterrupt, 130, "(Ctrl-C)")])
+def test_ctrl_c_or_ctrl_d_at_a_pause_stops_with_one_line(monkeypatch, capsys, key, status, said):
+    def pressed(prompt=""):
+        raise key
+    monkeypatch.setattr("builtins.input", pressed)
+    with pytest.raises(SystemExit) as stop:
+        tutorial.section("Title", step=True)
+    assert stop.value.code == status
+    assert capsys.readouterr().out == f"\nstopped before 'Title' {said}\n"
+
+
+SCRIPT = """# %% [markdown]
+# # A title
+#
+# The question, with $K_{12} = J_1 J_2^\\top$ and $\\eta$.
+
+# %%
+import sys
+from mlp_ref.tutorial import run_headless
+
+run_headless(globals(), ARGV, STDIN)
+X = 1
+
+# %% [markdown]
+# ## 1. First
+#
+# Some **bold** text and `code`, and [a link](https://example.org).
+
+# %%
+for i in range(LINES):
+    print("line", i)
+if BREAK:
+    raise KeyboardInterrupt
+
+# %% [markdown]
+# ## 2. Second
+
+# %%
+print("X is", X)
+"""
+
+
+def run_script_text(tmp_path, argv=("s.py",), stdin=None, lines=2, brk=False):
+    path = tmp_path / "s.py"
+    path.write_text(SCRIPT)
+    namespace = {"__name__": "__main__", "__file__": str(path), "ARGV": list(argv),
+                 "STDIN": stdin, "LINES": lines, "BREAK": brk}
+    out = io.StringIO()
+    with redirect_stdout(out), pytest.raises(SystemExit) as stop:
+        exec(compile(SCRIPT, str(path), "exec"), namespace)
+    return stop.value.code, out.getvalue()
+
+
+def test_run_headless_prints_the_markdown_cells_between_the_code_cells(tmp_path):
+    status, out = run_script_text(tmp_path)
+    assert status == 0
+    assert out == ("\nA title\n=======\n\nThe question, with K\u2081\u2082 = J\u2081 J\u2082\u1d40 and \u03b7.\n"
+                   "\n1. First\n========\n\nSome bold text and code, and a link (https://example.org).\n"
+                   "line 0\nline 1\n\n2. Second\n=========\nX is 1\n")
+
+
+def test_run_headless_does_nothing_in_jupyter_or_on_import(tmp_path):
+    for namespace in ({"__name__": "__main__", "__file__": "x.py", "get_ipython": print},
+                      {"__name__": "__main__"}, {"__name__": "tutorial01", "__file__": "x.py"}):
+        assert tutorial.run_headless(namespace) is None
+
+
+def test_step_pauses_before_each_section_and_pages_a_long_one(tmp_path, monkeypatch):
+    prompts = []
+    monkeypatch.setattr("builtins.input", lambda prompt="": prompts.append(prompt) or "")
+    monkeypatch.setattr("shutil.get_terminal_size", lambda *a: os.terminal_size((80, 13)))
+    status, out = run_script_text(tmp_path, ("s.py", "--step"), FakeStdin(True), lines=25)
+    assert status == 0 and "line 24" in out
+    sections = [p for p in prompts if "press Enter for" in p]
+    pages = [p for p in prompts if "more" in p]
+    assert sections == ["\n[press Enter for: 1. First] ", "\n[press Enter for: 2. Second] "]
+    assert len(pages) == (5 + 25) // 10            # a page is 13 - 3 lines; 5 lines of section 1 text
+
+
+def test_ctrl_c_while_a_cell_runs_stops_with_one_line(tmp_path):
+    status, out = run_script_text(tmp_path, brk=True)
+    assert status == 130
+    assert out.endswith("line 1\n\nstopped in '1. First' (Ctrl-C)\n") and "Traceback" not in out
+
+
+def test_markdown_math_is_plain_text_in_every_tutorial(outputs):
+    for path in TUTORIALS[:6]:
+        out = outputs[path.name].stdout
+        assert "$" not in out and "\\" not in out, path.name
+        headings = [tutorial.markdown_text(c.source.splitlines()[0][3:])
+                    for c in tutorial.cells(path.read_text())
+                    if c.kind == "markdown" and c.source.startswith("## ")]
+        positions = [out.index(f"\n{h}\n{'=' * len(h)}\n") for h in headings]
+        assert len(headings) >= 5 and positions == sorted(positions), path.name
+
+
+def test_every_tutorial_states_the_question_first_with_its_link():
+    for path in TUTORIALS[:6]:
+        first = tutorial.cells(path.read_text())[0]
+        assert first.kind == "markdown", path.name
+        assert "https://stackoverflow.com/questions/42182233" in first.source
+        assert "$G = [0, -1]$" in first.source and "leaves out1 unchanged?" in first.source
 
 
 def test_show_stages_prints_the_cli_lines(capsys):
@@ -237,6 +334,22 @@ def test_01_a_mask_changes_nothing_when_G_already_ignores_out1(seed):
     masked = net.backward(record, G_QUESTION * np.array([0.0, 1.0]))
     for key in net.params:
         assert np.array_equal(masked.grads[key], back.grads[key])
+
+
+def test_01_prints_every_weight_and_a_stage_to_check_by_hand(seed, outputs):
+    net, X, record, _ = seed
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        tutorial.show_params(net)
+    out = outputs["01_forward_backward.py"].stdout
+    assert printed.getvalue() in out and printed.getvalue().count("shape") == 4
+    by_hand = X[0] @ net.params["W1"][:, 0] + net.params["b1"][0]
+    assert by_hand == pytest.approx(record.z[1][0, 0], abs=1e-15)
+    assert f"by hand: X[0] @ W1[:, 0] + b1[0] = {by_hand:.4f}   z1[0, 0] = {by_hand:.4f}" in out
+    from mlp_ref import cli
+    with redirect_stdout(io.StringIO()) as stages:
+        cli.main(["stages"])
+    assert printed.getvalue() in stages.getvalue()          # and `python -m mlp_ref stages`
 
 
 # -- 07_from_numpy_to_frameworks -----------------------------------------------------------------
@@ -354,6 +467,40 @@ def test_02_the_prediction_error_shrinks_in_proportion_to_lr():
     assert seed[-1] < 1e-3                                       # "better than 1e-3 at lr 0.1"
 
 
+def test_02_the_dense_jacobian_of_out1_is_8_by_26_with_out2s_own_columns_zero(setups, outputs):
+    net, X, _ = setups["seed"]
+    J1 = jacobian.dense_rows(net, X, keep=[0])
+    assert J1.shape == (8, 26)
+    by_rows = np.array([jacobian.flatten(net.gradient(X[i:i + 1], [1.0, 0.0])) for i in range(8)])
+    assert np.max(np.abs(by_rows - J1)) < 1e-15                  # one backward pass per row
+    fd = np.empty_like(J1)                                       # and finite differences agree
+    theta = jacobian.flatten(net.params)
+    for c in range(26):
+        e = np.zeros(26)
+        e[c] = 1e-6
+        plus, minus = (net.copy() for _ in range(2))
+        plus.params = jacobian.unflatten(theta + e, net.params)
+        minus.params = jacobian.unflatten(theta - e, net.params)
+        fd[:, c] = (plus(X)[:, 0] - minus(X)[:, 0]) / 2e-6
+    np.testing.assert_allclose(J1, fd, atol=1e-9)
+    column = jacobian.unflatten(np.arange(26), net.params)
+    out2s_own = [*column["W2"][:, 1], column["b2"][1]]
+    assert np.all(J1[:, out2s_own] == 0.0)                      # "exactly 0"
+    shared = [*column["W1"].ravel(), *column["b1"]]
+    assert np.all(np.any(J1[:, shared] != 0.0, axis=0))          # "the columns of W1, b1 are not"
+    out = outputs["02_the_question.py"].stdout
+    assert f"(columns {out2s_own}) that are exactly 0 in every row: 5 of 5" in out
+    assert out.count("equal to tangent_kernel_by_layer to ") == 2
+
+
+def test_02_prints_the_first_order_errors_of_first_order_drift(outputs):
+    out = outputs["02_the_question.py"].stdout
+    for name in ("seed", "visible"):
+        fo = experiments.first_order_drift(name)
+        for lr, actual, err in zip(fo["lrs"], fo["actual"], fo["rel_error"]):
+            assert f"  {lr:6.0e} {np.max(np.abs(actual)):14.3e} {err:16.2e}" in out
+
+
 # -- 03_masking ---------------------------------------------------------------------------------
 def test_03_the_masked_loss_zeroes_out1s_column_and_keeps_out2s(setups):
     net, X, Y = setups["seed"]
@@ -467,6 +614,11 @@ def test_04_what_out2_can_still_learn(capacity, outputs):
     assert experiments.format_capacity(c) in outputs["04_layer_splitting.py"].stdout
 
 
+def test_04_the_loop_written_out_is_out2_capacitys(outputs):
+    assert "the same curve as experiments.out2_capacity's, bit for bit: True" in \
+        outputs["04_layer_splitting.py"].stdout
+
+
 # -- 05_projection --------------------------------------------------------------------------------
 LRS_05 = np.logspace(-5, -3, 5)
 
@@ -533,10 +685,29 @@ def test_05_the_gram_trick_and_its_memory(setups):
     assert n * P / factors > 200
 
 
+def test_05_pinv_with_an_explicit_jacobian_equals_the_gram_route(setups, outputs):
+    net, X, _ = setups["seed"]
+    J = jacobian.dense_rows(net, X, keep=[0])
+    g = jacobian.flatten(fixes.naive(net, X, G_QUESTION))
+    D_pinv = g - np.linalg.pinv(J) @ (J @ g)
+    D_gram = jacobian.flatten(fixes.project(net, X, G_QUESTION))
+    D_square = g - J.T @ np.linalg.pinv(J @ J.T) @ (J @ g)
+    scale = np.max(np.abs(g))
+    assert np.linalg.matrix_rank(J) == 8                                 # "rank 8"
+    assert 4e5 < np.linalg.cond(J) < 6e5                                 # "about 5e5"
+    assert np.max(np.abs(D_pinv - D_gram)) / scale < 1e-12               # "below 1e-12"
+    assert 1e-8 < np.max(np.abs(D_square - D_gram)) / scale < 1e-6      # "only to about 1e-7"
+    assert "rank of J1 8, condition number" in outputs["05_projection.py"].stdout
+
+
 # -- 06_side_by_side ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def table():
     return {(r["setup"], r["rule"]): r for r in experiments.question_table()}
+
+
+def test_06_the_table_written_out_is_question_tables(table, outputs):
+    assert experiments.format_table(list(table.values())) in outputs["06_side_by_side.py"].stdout
 
 
 def test_06_reading_the_table(table):

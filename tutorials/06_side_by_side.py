@@ -1,56 +1,85 @@
-"""Tutorial 06: every fix side by side - and what each one really guarantees.
+# %% [markdown]
+# # Tutorial 06: every fix side by side, and what each one really guarantees
+#
+# **The question** ([Stack Overflow 42182233](https://stackoverflow.com/questions/42182233)):
+# an MLP has two outputs, and the gradient of the loss with respect to the outputs is
+# $G = [0, -1]$: "raise out2, leave out1 alone". A gradient step raises out2, but out1 moves
+# too. How do we take a step that leaves out1 unchanged?
+#
+# Tutorials 02 to 05 took the answers one at a time. Here they all start from the same network,
+# on both setups, and run for one step and for a hundred; then the two answers with a catch (the
+# penalty, and projection with a modern optimizer); then the trade-off; and at the end a table
+# of guarantees that is not written by hand but measured. Every rule holds output column 0
+# (out1, `keep=[0]`) and raises column 1 (out2).
 
-Tutorials 02 to 05 took the answers one at a time. Here they all start from the same network,
-on both setups, and run for one step and for a hundred; then the two answers with a catch (the
-penalty, and projection with a modern optimizer); then the trade-off; and at the end a table of
-guarantees that is not written by hand but measured.
-
-    python tutorials/06_side_by_side.py            run straight through
-    python tutorials/06_side_by_side.py --step     pause before each section
-"""
 # %%
 import numpy as np
 
 from mlp_ref import experiments, jacobian
 from mlp_ref.setups import SETUPS
-from mlp_ref.tutorial import section
+from mlp_ref.tutorial import figure, run_headless
+
+run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
+
+# %% [markdown]
+# ## 1. The table
+#
+# Every rule runs from the same start, on the seed setup ($\eta = 0.1$) and on the visible one
+# ($\eta = 0.01$): `experiments.trajectories` takes 100 steps of each and records, after every
+# step, out2's mean gain and the largest change of out1 on the batch and on 256 unseen inputs.
+# The table keeps step 1 and step 100 (the cell writes out how; `experiments.question_table`
+# builds the same rows). The figures draw the visible setup's steps. Read it column by
+# column: mask = naive in every digit; freeze and span move out1 by exactly 0 or round-off,
+# and after 100 steps have gained less than half of naive's out2; projection cuts the one-step
+# drift on the batch by more than 10 times and keeps most of the gain; restoring brings the
+# batch to round-off.
 
 # %%
-section("1. The table", """
-    experiments.question_table runs every rule from the same start, on the seed setup (lr 0.1)
-    and on the visible one (lr 0.01), and reports out2's mean gain and the largest change of
-    out1 on the batch and on 256 unseen inputs, after 1 step and after 100. Read it column by
-    column: mask = naive in every digit; freeze and span move out1 by exactly 0 or round-off,
-    and after 100 steps have gained less than half of naive's out2; projection cuts the one-step
-    drift on the batch by more than 10 times and keeps most of the gain; restoring brings the
-    batch to round-off.""")
-rows = experiments.question_table()
+runs = {setup: experiments.trajectories(setup, steps=100) for setup in ("seed", "visible")}
+rows = []
+for setup, run in runs.items():
+    for rule in experiments.DIRECTIONS:
+        row = {"setup": setup, "rule": rule, "lr": run["lr"], "long_steps": 100}
+        for key in ("gain", "drift_batch", "drift_unseen"):
+            row[f"{key}_1"], row[f"{key}_n"] = float(run[rule][key][1]), float(run[rule][key][100])
+        rows.append(row)
 table = {(r["setup"], r["rule"]): r for r in rows}
 print(experiments.format_table(rows))
+figure("trajectories", runs["visible"])
+
+# %% [markdown]
+# ## 2. The batch is not the world
+#
+# A fix that constrains out1 on the batch says nothing about other inputs. After 100 steps on
+# the visible setup, projection + restore holds out1 on the batch to round-off, yet on unseen
+# inputs out1 has moved by more than naive training moved it: every projected step is chosen
+# to be invisible to out1 on the batch, and nothing stops it from moving out1 elsewhere. Only
+# freezing holds unseen inputs exactly (and span, which with keep_X = the batch is freezing,
+# to round-off).
 
 # %%
-section("2. The batch is not the world", """
-    A fix that constrains out1 on the batch says nothing about other inputs. After 100 steps on
-    the visible setup, projection + restore holds out1 on the batch to round-off, yet on unseen
-    inputs out1 has moved by more than naive training moved it: every projected step is chosen
-    to be invisible to out1 on the batch, and nothing stops it from moving out1 elsewhere. Only
-    freezing holds unseen inputs exactly (and span, which with keep_X = the batch is freezing,
-    to round-off).""")
 for rule in ("naive", "freeze", "project", "project+restore"):
     r = table[("visible", rule)]
     print(f"visible {rule:16} after 100 steps: |dout1| batch {r['drift_batch_n']:9.2e}   "
           f"unseen {r['drift_unseen_n']:9.2e}")
 
+# %% [markdown]
+# ## 3. The penalty: a restoring force, not a guarantee
+#
+# `fixes.penalty` adds $\frac{\lambda}{2} \|\mathrm{out}_1 - \mathrm{out}_1^{\mathrm{ref}}\|^2$
+# to the loss. At the start $\mathrm{out}_1 = \mathrm{out}_1^{\mathrm{ref}}$, the penalty's
+# gradient is zero, and the first step is the naive step exactly (the table's first columns
+# agree in every digit). Afterwards it pulls out1 back in proportion to the drift, so the drift
+# settles where the pull balances $G$: over 100 steps on the visible setup it stays about 0.7,
+# against naive's 1.9. And it has a stability limit: gradient descent on the penalty alone,
+# linearised, is stable only while
+#
+# $$\eta\, \lambda\, \lambda_{\max}(J_1 J_1^\top) < 2.$$
+#
+# $\lambda_{\max}$ is about 15 on the seed setup and about 170 on the visible one, so the
+# table's $\lambda = 0.5$ stays below 2 on both, and $\lambda = 3$ is above it: out1 runs away.
+
 # %%
-section("3. The penalty: a restoring force, not a guarantee", """
-    fixes.penalty adds lam/2 ||out1 - out1_ref||^2 to the loss. At the start out1 = out1_ref,
-    the penalty's gradient is zero, and the first step is the naive step exactly (the table's
-    first columns agree in every digit). Afterwards it pulls out1 back in proportion to the
-    drift, so the drift settles where the pull balances G: over 100 steps on the visible setup
-    it stays about 0.7, against naive's 1.9. And it has a stability limit: gradient descent on
-    the penalty alone, linearised, is stable only while lr * lam * lambda_max(J1 J1^T) < 2.
-    lambda_max is about 15 on the seed setup and about 170 on the visible one, so the table's
-    lam = 0.5 stays below 2 on both, and lam = 3 is above it: out1 runs away.""")
 for name, make in SETUPS.items():
     net, X, _ = make()
     lam_max = np.linalg.eigvalsh(jacobian.OutputJacobian(net, X, keep=[0]).gram())[-1]
@@ -64,56 +93,72 @@ for lam in (0.5, 3.0):
     print(f"visible, lam {lam}: max |dout1| on the batch after 1, 10, 20 steps: "
           f"{drift[1]:.2g}, {drift[10]:.2g}, {drift[20]:.2g}")
 
+# %% [markdown]
+# ## 4. Projection and the optimizer: order matters
+#
+# Adam divides each coordinate of the step by its own running scale. Project the gradient and
+# then hand it to Adam, and the rescaled step is no longer in the null space of $J_1$: out1
+# drifts $O(\eta)$ again. Let Adam compute its step and project **that**, and the drift is
+# $O(\eta^2)$, as in tutorial 05. `experiments.optimizer_order` measures both on the visible
+# setup: fitted slopes about 1 and 2; over 100 Adam steps at $\eta$ = 1e-3, the pitfall drifts
+# more than 100 times as far, and both orders still raise out2.
+
 # %%
-section("4. Projection and the optimizer: order matters", """
-    Adam divides each coordinate of the step by its own running scale. Project the gradient and
-    then hand it to Adam, and the rescaled step is no longer in the null space of J1: out1 drifts
-    O(lr) again. Let Adam compute its step and project THAT, and the drift is O(lr^2), as in
-    tutorial 05. experiments.optimizer_order measures both on the visible setup: fitted slopes
-    about 1 and 2; over 100 Adam steps at lr 1e-3, the pitfall drifts more than 100 times as far,
-    and both orders still raise out2.""")
 order = experiments.optimizer_order("visible")
 for name in experiments.OPTIMIZER_ORDERS:
     r = order[name]
     slope = experiments.loglog_slope(order["lrs"], r["one_step"], max_lr=1e-3)
     print(f"{name:28} one-step slope {slope:.2f};  after 100 steps: |dout1| batch "
           f"{r['drift'][-1]:.2e}, out2 gain {r['gain'][-1]:.2f}")
+figure("optimizer_order", order)
+
+# %% [markdown]
+# ## 5. The trade-off, in words
+#
+# Nothing is free. After 100 steps on the visible setup, relative to naive training: freezing
+# holds out1 exactly, everywhere, and gets less than half of the gain; projection + restore
+# gets more than 90% of the gain and holds the batch to round-off, but not unseen inputs; the
+# penalty gets all of the gain and merely shrinks the drift. Which one to use depends on the
+# promise you need: exact on every input (split the layers), exact on known inputs with the
+# most freedom (project and restore), or just less drift (a penalty). The figure draws this
+# step by step.
 
 # %%
-section("5. The trade-off, in words", """
-    Nothing is free. After 100 steps on the visible setup, relative to naive training: freezing
-    holds out1 exactly, everywhere, and gets less than half of the gain; projection + restore
-    gets more than 90% of the gain and holds the batch to round-off, but not unseen inputs; the
-    penalty gets all of the gain and merely shrinks the drift. Which one to use depends on the
-    promise you need: exact on every input (split the layers), exact on known inputs with the
-    most freedom (project and restore), or just less drift (a penalty). figures/pareto.png draws
-    this step by step.""")
 naive_gain = table[("visible", "naive")]["gain_n"]
 for rule in ("naive", "freeze", "project+restore", "penalty"):
     r = table[("visible", rule)]
     print(f"{rule:16} gain {r['gain_n'] / naive_gain:6.1%} of naive's;  |dout1| batch "
           f"{r['drift_batch_n']:9.2e}, unseen {r['drift_unseen_n']:9.2e}")
+figure("pareto", runs["visible"])
+
+# %% [markdown]
+# ## 6. The guarantees, measured
+#
+# Each cell below is measured, not written: one step of each rule at $\eta$ from 1e-5 to 1e-2,
+# then `experiments.drift_order` calls the drift "exactly 0" if every value is 0.0,
+# "round-off" if every value is at most 1e-12, and otherwise $O(\eta^k)$ with $k$ the slope
+# fitted on log-log axes over $\eta \le$ 1e-3 (in brackets).
 
 # %%
-section("6. The guarantees, measured", """
-    Each cell below is measured, not written: one step of each rule at lr from 1e-5 to 1e-2,
-    then experiments.drift_order calls the drift "exactly 0" if every value is 0.0, "round-off"
-    if every value is at most 1e-12, and otherwise O(lr^k) with k the slope fitted on log-log
-    axes over lr <= 1e-3 (in brackets). The costs are those of the tutorials before.""")
 print(experiments.format_guarantees(experiments.measured_guarantees()))
-print("""
-costs:  naive, masked   nothing extra (a mask is for missing labels, tutorial 03)
-        freeze          the shared layers no longer learn for out2 (tutorial 04)
-        project         a few backward passes and an n x n solve per step (tutorial 05)
-        + restore       a few more solves per step
-        penalty         one extra term; unstable once lr * lam * lambda_max(J1 J1^T) > 2
-        span            with keep_X = the batch, it freezes the hidden layers: layer splitting""")
 
-# %%
-section("What to remember", """
-    Exact, everywhere: only layer splitting (freeze, separate heads, two towers; span with the
-    batch is the same thing). Exact on the batch: projection + restore, which keeps the most
-    freedom but promises nothing off the batch. First-order on the batch: projection alone
-    (with Adam, project the update). No promise: the mask (in this question it changes
-    nothing) and the penalty (a pull, not a hold). Figures: figures/drift_vs_lr.png,
-    figures/trajectories.png, figures/pareto.png, figures/optimizer_order.png.""")
+# %% [markdown]
+# What each guarantee costs, from the tutorials before:
+#
+# | rule | cost |
+# |---|---|
+# | naive, masked | nothing extra (a mask is for missing labels, tutorial 03) |
+# | freeze | the shared layers no longer learn for out2 (tutorial 04) |
+# | project | a few backward passes and an $n \times n$ solve per step (tutorial 05) |
+# | + restore | a few more solves per step |
+# | penalty | one extra term; unstable once $\eta\, \lambda\, \lambda_{\max}(J_1 J_1^\top) > 2$ |
+# | span | with `keep_X` = the batch, it freezes the hidden layers: layer splitting |
+
+# %% [markdown]
+# ## What to remember
+#
+# Exact, everywhere: only layer splitting (freeze, separate heads, two towers; span with the
+# batch is the same thing). Exact on the batch: projection + restore, which keeps the most
+# freedom but promises nothing off the batch. First-order on the batch: projection alone
+# (with Adam, project the update). No promise: the mask (in this question it changes
+# nothing) and the penalty (a pull, not a hold).

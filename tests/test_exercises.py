@@ -1,0 +1,173 @@
+"""The exercises and their grader: every solution passes, every blank is "not implemented yet",
+and a solution with one deliberate bug fails, naming the stage or rule the bug breaks."""
+import ast
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mlp_ref import grading
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISES = ROOT / "tutorials" / "exercises"
+BLANKS = sorted(EXERCISES.glob("[0-9][0-9]_*.py"))
+SOLUTIONS = sorted((EXERCISES / "solutions").glob("[0-9][0-9]_*.py"))
+
+
+def check(path):
+    """(exit status, report) of ``python -m mlp_ref check path``, run in this process."""
+    out = io.StringIO()
+    status = grading.main(str(path), out=out)
+    return status, out.getvalue()
+
+
+def test_five_exercises_in_the_order_of_the_tutorials():
+    names = [p.stem for p in BLANKS]
+    assert names == ["01_layer_backward", "02_masked_loss", "03_freeze", "04_projection",
+                     "05_restore"] == list(grading.EXERCISES)
+    assert [p.name for p in SOLUTIONS] == [p.name for p in BLANKS]
+
+
+def _functions(path):
+    tree = ast.parse(path.read_text())
+    return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+@pytest.mark.parametrize("blank", BLANKS, ids=lambda p: p.stem)
+def test_a_blank_is_its_solution_with_the_bodies_left_out(blank):
+    ours, theirs = _functions(blank), _functions(EXERCISES / "solutions" / blank.name)
+    assert list(ours) == list(theirs)
+    graded = set(grading.EXERCISES[blank.stem][1])
+    assert graded <= set(ours)
+    for name, node in ours.items():
+        solved = theirs[name]
+        assert ast.dump(node.args) == ast.dump(solved.args), name
+        assert ast.get_docstring(node) == ast.get_docstring(solved), name
+        if name in graded:
+            assert "shape" in ast.get_docstring(node), name
+            body = node.body[1:]
+            assert len(body) == 1 and isinstance(body[0], ast.Raise), name
+            assert ast.unparse(body[0]) == "raise NotImplementedError", name
+        else:                                      # given helpers: the same code as the solution
+            assert ast.get_docstring(node).startswith("Given"), name
+            assert ast.dump(node) == ast.dump(solved), name
+
+
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=lambda p: p.stem)
+def test_every_solution_passes(solution):
+    status, out = check(solution)
+    assert status == 0, out
+    functions = grading.EXERCISES[solution.stem][1]
+    for name in functions:
+        assert f"  {name} " in out
+    assert out.count("PASS") == len(functions) and "FAIL" not in out
+    assert f"{len(functions)} of {len(functions)} functions pass. All done." in out
+
+
+@pytest.mark.parametrize("blank", BLANKS, ids=lambda p: p.stem)
+def test_a_blank_file_is_not_implemented_yet(blank):
+    status, out = check(blank)
+    functions = grading.EXERCISES[blank.stem][1]
+    assert status == 1
+    assert out.count("not implemented yet") == len(functions)
+    assert "Traceback" not in out and "FAIL" not in out and "PASS" not in out
+    assert f"0 of {len(functions)} functions pass." in out
+
+
+#: One deliberate bug per exercise (more for some): the solution's line, the bug, and what the
+#: grader must say. Each is a real mistake students make.
+BROKEN = {
+    "sigmoid' at a, not z": ("01_layer_backward", "return da * s * (1.0 - s)",
+                             "return da * z * (1.0 - z)", "two_layer_backward  FAIL  stage dz1"),
+    "bias gradient not summed over rows": ("01_layer_backward", "db = dz.sum(axis=0)",
+                                           "db = dz.sum(axis=1)", "stage db: shape (6,), expected (4,)"),
+    "G without the mask's factor": ("02_masked_loss", "2.0 * mask * r / r.size", "2.0 * r / r.size",
+                                    "masked_mse        FAIL  stage G: worst entry"),
+    "the mask on the wrong column": ("02_masked_loss", "np.asarray(mask) * np.asarray(G)",
+                                     "(1 - np.asarray(mask)) * np.asarray(G)",
+                                     "masked_direction  FAIL  stage D['W1']"),
+    "var_list ignored": ("03_freeze", "(v if k in trainable else np.zeros_like(v))", "v",
+                         "freeze    FAIL  stage D['W1']"),
+    "out1's bias left trainable": ("03_freeze", '    D[f"b{L}"][hold] = 0.0\n', "",
+                                   "own_head  FAIL  stage D['b2']"),
+    "projection with the wrong sign": ("04_projection", "g - np.linalg.pinv(J1) @ (J1 @ g)",
+                                       "g + np.linalg.pinv(J1) @ (J1 @ g)",
+                                       "project_dense  FAIL  rule: J1 D must be 0 (seed network)"),
+    "Gram without the bias's 1": ("04_projection", "(A[l] @ A[l].T + 1.0)", "(A[l] @ A[l].T)",
+                                  "gram_out1      FAIL  stage gram (seed)"),
+    "J1 alpha instead of J1^T alpha": ("04_projection", "G_alpha[:, 0] = alpha", "G_alpha[:, 1] = alpha",
+                                       "project_gram   FAIL  rule: J1 D must be 0 (seed network)"),
+    "restoring uphill": ("05_restore", "unflatten(np.linalg.pinv(J1) @ r", "unflatten(-np.linalg.pinv(J1) @ r",
+                         "restore_step  FAIL  stage W1: worst entry"),
+    "no stopping at tol": ("05_restore", "if residual <= tol:", "if residual < 0:",
+                           "restore       FAIL  rule: Gauss-Newton converges in a few steps here"),
+    "a typo that raises": ("01_layer_backward", "    s = sigmoid(z)\n", "    s = sigmoidd(z)\n",
+                           "sigmoid_backward    FAIL  raised NameError: name 'sigmoidd' is not defined"
+                           " (line "),
+}
+
+
+@pytest.mark.parametrize("bug", BROKEN)
+def test_a_solution_with_a_bug_fails_and_says_where(bug, tmp_path):
+    exercise, right, wrong, said = BROKEN[bug]
+    text = (EXERCISES / "solutions" / f"{exercise}.py").read_text()
+    assert text.count(right) == 1, f"the patch no longer applies: {right!r}"
+    broken = tmp_path / f"{exercise}.py"
+    broken.write_text(text.replace(right, wrong))
+    status, out = check(broken)
+    assert status == 1
+    assert said in out, out
+    assert "hint: " in out or "raised" in said
+    assert "Traceback" not in out
+
+
+def test_the_grader_shows_the_finite_difference_beside_ours(tmp_path):
+    text = (EXERCISES / "solutions" / "01_layer_backward.py").read_text()
+    broken = tmp_path / "mine.py"
+    broken.write_text(text.replace("dW = a_prev.T @ dz", "dW = 2 * a_prev.T @ dz"))
+    status, out = check(broken)
+    line = next(l for l in out.splitlines() if "affine_backward" in l)
+    assert status == 1 and "stage dW: worst entry" in line and "finite differences" in line
+    yours, ours = (float(line.split(f"{who} ")[1].split(",")[0]) for who in (": yours", ", ours"))
+    assert yours == pytest.approx(2 * ours)
+
+
+@pytest.mark.parametrize("source, said", [
+    ("def f(:\n", "syntax error at line 1"),
+    ("EXERCISE = '03_freeze'\nimport nump\n", "importing it raised ModuleNotFoundError: No module "
+                                               "named 'nump' (line 2)"),
+    ("EXERCISE = 'something else'\n", "not one of the exercises"),
+])
+def test_a_file_that_cannot_be_graded_is_one_line(source, said, tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(source)
+    status, out = check(path)
+    assert status == 2
+    assert out.count("\n") == 1 and out.startswith(f"check: {path}: ") and said in out
+
+
+def test_check_is_a_command(tmp_path):
+    env_path = str(ROOT)
+    res = subprocess.run([sys.executable, "-m", "mlp_ref", "check", str(BLANKS[0])],
+                         capture_output=True, text=True, cwd=ROOT,
+                         env={**__import__("os").environ, "PYTHONPATH": env_path})
+    assert res.returncode == 1 and res.stderr == ""
+    assert res.stdout.count("not implemented yet") == 3
+    missing = subprocess.run([sys.executable, "-m", "mlp_ref", "check", str(tmp_path / "no.py")],
+                             capture_output=True, text=True, cwd=ROOT,
+                             env={**__import__("os").environ, "PYTHONPATH": env_path})
+    assert missing.returncode == 2 and "cannot read it" in missing.stdout
+
+
+def test_the_teachers_guide_names_every_exercise_and_function():
+    guide = (ROOT / "tutorials" / "README.md").read_text()
+    for exercise, (_, functions) in grading.EXERCISES.items():
+        assert f"`{exercise}.py`" in guide
+        for name in functions:
+            assert f"`{name}`" in guide or f"`{name}` (" in guide, name
+    assert "twelve of them" in guide and len(BROKEN) == 12
+    for term in ("**G**", "**J₁ (J1)**", "**K₁₂ (K12)**", "**keep, keep_X**", "**null space**",
+                 "**Gauss-Newton", "**GPM / span projection**", "**var_list**", "**out1, out2**"):
+        assert term in guide, term

@@ -1,0 +1,96 @@
+"""Every tutorial opens as a notebook (jupytext) and runs in a real Jupyter kernel (nbclient):
+its narration is markdown, its figures are PNG outputs, and no cell fails.
+
+Needs the [notebooks] extra (jupytext, nbclient, ipykernel): skipped with a reason without it,
+a failure in CI. The notebooks run two at a time, each in its own kernel.
+"""
+import asyncio
+import base64
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from mlp_ref import tutorial
+
+from _extras import require
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Tutorial 07 prints framework snippets and draws nothing; it is not a notebook (yet).
+NOTEBOOKS = sorted((ROOT / "tutorials").glob("0[1-6]_*.py"))
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _kernel_env():
+    return dict(os.environ, MPLBACKEND="Agg", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+
+
+@pytest.fixture(scope="module")
+def notebooks():
+    """name -> the executed notebook, each converted by jupytext and run by nbclient."""
+    jupytext = require("jupytext", "notebooks")
+    nbclient = require("nbclient", "notebooks")
+    require("ipykernel", "notebooks")
+    converted = {p.name: jupytext.read(p) for p in NOTEBOOKS}
+
+    async def run_all():
+        two_at_a_time = asyncio.Semaphore(2)             # two cores
+
+        async def run(nb):
+            async with two_at_a_time:
+                client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
+                                                 resources={"metadata": {"path": str(ROOT)}})
+                await client.async_execute(env=_kernel_env())
+        await asyncio.gather(*(run(nb) for nb in converted.values()))
+
+    asyncio.run(run_all())
+    return converted
+
+
+def test_the_notebooks_are_the_tutorials_but_07():
+    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_narration_is_markdown(path, notebooks):
+    nb = notebooks[path.name]
+    markdown = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    ours = [c.source for c in tutorial.cells(path.read_text()) if c.kind == "markdown"]
+    assert markdown == ours and len(markdown) >= 6
+    assert markdown[0].startswith("# Tutorial ") and "stackoverflow.com/questions/42182233" in markdown[0]
+    assert sum(m.startswith("## ") for m in markdown) >= 5
+    assert any("$" in m for m in markdown)                            # math, in LaTeX
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "section(" not in code and 'print("""' not in code         # no narration in code cells
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_figures_are_drawn_inline_as_png(path, notebooks):
+    nb = notebooks[path.name]
+    drawn = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+             if "image/png" in o.get("data", {})]
+    calls = len(re.findall(r"^figure\(", path.read_text(), re.M))
+    assert calls >= 1 and len(drawn) == calls
+    for output in drawn:
+        assert base64.b64decode(output["data"]["image/png"]).startswith(PNG)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_cells_print_their_numbers_and_no_error(path, notebooks):
+    cells = [c for c in notebooks[path.name].cells if c.cell_type == "code"]
+    assert not cells[0].outputs                        # run_headless does nothing in a kernel
+    outputs = [o for c in cells for o in c.outputs]
+    assert not [o for o in outputs if o["output_type"] == "error"]
+    assert not [o for o in outputs if o.get("name") == "stderr"]
+    text = "".join(o.get("text", "") for o in outputs if o["output_type"] == "stream")
+    assert "[figure:" not in text                      # drawn, not named
+    assert len(text.splitlines()) >= 20
+
+
+def test_a_number_in_the_notebook_is_the_scripts(notebooks):
+    text = "".join(o.get("text", "") for c in notebooks["01_forward_backward.py"].cells
+                   if c.cell_type == "code" for o in c.outputs)
+    assert "every row of da1 equals -W2[:, 1]: True" in text
+    assert "max rel_error" in text and ": PASS" in text
