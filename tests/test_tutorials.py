@@ -25,10 +25,6 @@ TUTORIALS = sorted((ROOT / "tutorials").glob("[0-9][0-9]_*.py"))
 FRAMEWORKS = {"torch", "tensorflow", "jax", "keras", "functorch"}
 
 
-#: The most CPU time a tutorial may take, headless (each needs a second or two).
-TIME_LIMIT = 5.0
-
-
 def _env():
     """Headless, and one BLAS thread: the tutorials' matrices are tiny, and when several
     processes share two cores, OpenBLAS threads spinning on an 8 x 8 or 32 x 32 eigh can make
@@ -80,11 +76,6 @@ def test_there_are_tutorials():
     assert names == ["01_forward_backward.py", "02_the_question.py", "03_masking.py",
                      "04_layer_splitting.py", "05_projection.py", "06_side_by_side.py",
                      "07_from_numpy_to_frameworks.py"]
-
-
-@pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
-def test_tutorial_runs_in_seconds(path, outputs):
-    assert outputs[path.name].cpu_seconds < TIME_LIMIT
 
 
 @pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
@@ -731,7 +722,7 @@ def test_06_the_batch_is_not_the_world(table):
     assert v("freeze")["drift_unseen_n"] == 0.0 and v("span")["drift_unseen_n"] <= 1e-12
 
 
-def test_06_the_penalty(table, setups):
+def test_06_the_penalty(table, setups, outputs):
     for setup in ("seed", "visible"):
         naive, pen = table[(setup, "naive")], table[(setup, "penalty")]
         for key in ("gain_1", "drift_batch_1", "drift_unseen_1"):
@@ -744,6 +735,10 @@ def test_06_the_penalty(table, setups):
         lr = experiments.LR[name]
         assert lr * 0.5 * lam_max[name] < 2 < lr * 3.0 * lam_max[name]
     assert 13 < lam_max["seed"] < 17 and 150 < lam_max["visible"] < 190  # "about 15", "170"
+    for name, (net, X, _) in setups.items():                             # "stable while lam < .."
+        limit = fixes.penalty_limit(net, X) / experiments.LR[name]
+        assert 0.5 < limit < 3.0 and limit == pytest.approx(2 / (experiments.LR[name] * lam_max[name]))
+        assert f"stable while lam < {limit:.2f} at lr {experiments.LR[name]}" in outputs["06_side_by_side.py"].stdout
     assert experiments.PENALTY_LAM == 0.5
     t = experiments.trajectories("visible", rules=["p"], steps=20,
                                  directions={"p": experiments.penalty_rule(3.0)})["p"]

@@ -15,7 +15,7 @@
 # %%
 import numpy as np
 
-from mlp_ref import experiments, jacobian
+from mlp_ref import experiments, fixes, jacobian
 from mlp_ref.setups import SETUPS
 from mlp_ref.tutorial import figure, run_headless
 
@@ -77,15 +77,20 @@ for rule in ("naive", "freeze", "project", "project+restore"):
 # $$\eta\, \lambda\, \lambda_{\max}(J_1 J_1^\top) < 2.$$
 #
 # $\lambda_{\max}$ is about 15 on the seed setup and about 170 on the visible one, so the
-# table's $\lambda = 0.5$ stays below 2 on both, and $\lambda = 3$ is above it: out1 runs away.
+# table's $\lambda = 0.5$ (also `fixes.penalty`'s default) stays below 2 on both, and
+# $\lambda = 3$ is above it: out1 runs away. `fixes.penalty_limit(net, X)` returns the bound
+# itself, the largest stable $\eta\lambda = 2 / \lambda_{\max}(J_1 J_1^\top)$, at the network's
+# current parameters.
 
 # %%
 for name, make in SETUPS.items():
     net, X, _ = make()
     lam_max = np.linalg.eigvalsh(jacobian.OutputJacobian(net, X, keep=[0]).gram())[-1]
     lr = experiments.LR[name]
+    limit = fixes.penalty_limit(net, X)          # 2 / lambda_max: the largest stable lr * lam
     print(f"{name:8} lambda_max(J1 J1^T) = {lam_max:6.1f};  lr * lam * lambda_max = "
-          f"{lr * 0.5 * lam_max:.2f} (lam 0.5),  {lr * 3.0 * lam_max:.2f} (lam 3)")
+          f"{lr * 0.5 * lam_max:.2f} (lam 0.5),  {lr * 3.0 * lam_max:.2f} (lam 3);  "
+          f"stable while lam < {limit / lr:.2f} at lr {lr}")
 for lam in (0.5, 3.0):
     t = experiments.trajectories("visible", rules=["penalty"], steps=20,
                                  directions={"penalty": experiments.penalty_rule(lam)})
