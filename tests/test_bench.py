@@ -57,7 +57,7 @@ def test_json_has_the_expected_keys(tiny_run):
     _, results = tiny_run
     text = json.dumps(results)                                 # JSON-ready: plain types only
     results = json.loads(text)
-    assert set(results) == {"machine", "config", "results"}
+    assert set(results) == {"machine", "config", "results", "memory"}
     assert {"blas", "threads", "threads_source", "cpus", "numpy"} <= set(results["machine"])
     assert [r["dtype"] for r in results["results"]] == ["float64", "float32"]
     for r in results["results"]:
