@@ -5,7 +5,7 @@
 
 The package is layered, each layer importing only those before it:
 
-    activations -> network (MLP) -> jacobian -> fixes -> optim -> experiments -> plots / cli
+    activations -> network (MLP) -> jacobian -> fixes -> optim -> measurements -> plots -> cli
 
 in two tiers: ``network``, ``jacobian`` and ``fixes`` are the reference, the lesson, written as
 the formulas; ``fast`` has the same gradient, step, projection and restore with every trick for

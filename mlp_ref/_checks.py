@@ -107,6 +107,14 @@ def rows_or_vector(name, x, dtype, n, K):
     return arr
 
 
+def mask(name, x, dtype, n, K):
+    """A 0/1 mask of shape (n, K), or (K,) broadcast (read-only) to every one of the n rows."""
+    arr = rows_or_vector(name, x, dtype, n, K)
+    if not np.all((arr == 0) | (arr == 1)):
+        raise ValueError(f"{name}: expected only 0s and 1s, got values {np.unique(arr)}")
+    return arr
+
+
 def positive_int(name, x, minimum=1):
     """A whole number >= minimum; bools and floats (even 3.0) are refused, NumPy ints are fine."""
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Integral):

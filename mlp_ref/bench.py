@@ -36,7 +36,7 @@ after ``keep_freed_memory()``, where freed memory is reused and the faults vanis
 code costs.
 
 Results are plain dicts and lists (``run``), JSON-ready (``--json PATH``); the table is ``format_table``;
-``projection_cost_data`` extracts the arrays of the projection-cost figure (``plots.projection_cost``).
+``measurements.projection_cost`` reads the saved run for the projection-cost figure.
 """
 from __future__ import annotations
 
@@ -719,32 +719,6 @@ def format_memory(memory):
         lines.append("growth over the three largest memories, as constraints^k: "
                      + ", ".join(f"{key} k = {k:.2f}" for key, k in memory["growth"].items()))
     return lines
-
-
-def projection_cost_data(results, dtype="float64"):
-    """The arrays of the projection-cost figure, for one dtype of ``run``'s results.
-
-    Returns a dict of 1-D arrays over the constraint counts: ``n``, ``gram_s``, ``dense_s``,
-    ``gram_peak_bytes``, ``dense_peak_bytes`` (NaN where the dense Jacobian was skipped),
-    ``dense_bytes_estimate`` (J alone); and ``step_s`` (one training step, for scale, in the
-    sweep's allocator setting: glibc keeping freed memory where it was measured),
-    ``dtype``, ``sizes``, ``n_params``.
-    """
-    rows = [r for r in results["results"] if r["dtype"] == dtype]
-    if not rows:
-        have = [r["dtype"] for r in results["results"]]
-        raise ValueError(f"dtype: no results for {dtype!r}; results hold {have}")
-    sweep = rows[0]["sweep"]
-
-    def column(key):
-        return np.array([np.nan if row[key] is None else row[key] for row in sweep], dtype=float)
-
-    return {"n": column("n"), "gram_s": column("gram_s"), "dense_s": column("dense_s"),
-            "gram_peak_bytes": column("gram_peak_bytes"),
-            "dense_peak_bytes": column("dense_peak_bytes"),
-            "dense_bytes_estimate": column("dense_bytes_estimate"),
-            "step_s": (rows[0].get("kept") or rows[0])["timings"]["step"]["median_s"],
-            "dtype": dtype, "sizes": rows[0]["sizes"], "n_params": rows[0]["n_params"]}
 
 
 def main(args):

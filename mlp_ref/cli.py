@@ -4,12 +4,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import bench, report
+from .figures import FIGURES, write_all
+from .measurements import answer_replay, splitting, table
+from .resources import PROJECTION_COST_PATH
+from .setups import G_QUESTION, N_PROBE, seed_setup
+from .tutorial import show_params, show_stages
+
 
 def cmd_stages(args):
     """Print every forward and backward stage of the seed network for G = [0, -1]."""
-    from .setups import G_QUESTION, seed_setup
-    from .tutorial import show_params, show_stages
-
     net, X, _ = seed_setup()
     record = net.forward(X)
     back = net.backward(record, G_QUESTION)
@@ -27,30 +31,24 @@ def cmd_stages(args):
 
 def cmd_table(args):
     """The side-by-side table: every rule on both setups, after 1 and after N steps."""
-    from .experiments import N_PROBE, format_capacity, format_table, out2_capacity, question_table
-
     print("G = [0, -1]: raise out2, hold out1. Each rule from the same start; "
           f"unseen = {N_PROBE} probe inputs from the same cube.\n")
-    print(format_table(question_table(long_steps=args.steps)))
+    print(report.format_table(table.question_table(long_steps=args.steps)))
     print()
-    print(format_capacity(out2_capacity(steps=args.steps)))
+    print(report.format_capacity(splitting.out2_capacity(steps=args.steps)))
     return 0
 
 
 def cmd_replay(args):
     """The accepted answer's TensorFlow script, replayed in NumPy."""
-    from .experiments import format_replay, replay_answer
-
     print("The answer's script on the seed setup (3-4-2 sigmoid, 8 samples, lr 0.1): its three\n"
           "train ops in order, then the one it never ran (the mask with all variables).\n")
-    print(format_replay(replay_answer(), precision=args.precision))
+    print(report.format_replay(answer_replay.replay_answer(), precision=args.precision))
     return 0
 
 
 def cmd_figures(args):
     """Regenerate every figure into --out (default: figures/)."""
-    from .figures import FIGURES, write_all
-
     # "pareto" names pareto.png
     only = [name if name.endswith(".png") else name + ".png" for name in args.only]
     unknown = [name for name, png in zip(args.only, only) if png not in FIGURES]
@@ -75,8 +73,6 @@ def cmd_check(args):
 
 def cmd_bench(args):
     """Time a training step, its matmuls, and each fix's cost (see mlp_ref/bench.py)."""
-    from . import bench
-
     return bench.main(args)
 
 
@@ -154,7 +150,9 @@ def build_parser():
     p.add_argument("--memory-rows", type=_int_list, default=[16, 32, 64, 128, 256, 512, 819],
                    help="memory sizes m of the many-constraints sweep, 5 m constraints each "
                         "(default: 16,32,64,128,256,512,819)")
-    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    p.add_argument("--json", metavar="PATH", nargs="?", const=PROJECTION_COST_PATH,
+                   help="also write the results as JSON into PATH (--json alone: the package's "
+                        "projection_cost.json, which the figures and the README read)")
     sub.add_parser("check", help=COMMANDS["check"][1]).add_argument("file", help="the exercise file")
     return parser
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _checks
+from .network import MLP
 
 
 def rel_error_map(ours, theirs):
@@ -113,7 +114,6 @@ def check(net, X, G, h=1e-5, tol=1e-7):
     Report, listing for each stage (in backward order) the worst relative error, where
     it is, and both values there. The network itself is left untouched.
     """
-    from .network import MLP
     if not isinstance(net, MLP):
         raise TypeError(f"net: expected an MLP, got {_checks.describe(net)}")
     if net.dtype != np.float64:

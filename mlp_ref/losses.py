@@ -53,8 +53,6 @@ def masked_mse(out, y, mask):
     mask : array_like of 0/1, shape (n, K) or (K,)
     """
     out, y = _pair(out, y)
-    mask = _checks.rows_or_vector("mask", mask, out.dtype, *out.shape)
-    if not np.all((mask == 0) | (mask == 1)):
-        raise ValueError(f"mask: expected only 0s and 1s, got values {np.unique(mask)}")
+    mask = _checks.mask("mask", mask, out.dtype, *out.shape)
     r = mask * out - y
     return float(np.mean(r * r)), (2.0 / r.size) * mask * r

@@ -1,13 +1,21 @@
-"""The concrete setups of the question, shared by the CLI, experiments, tutorials and tests."""
+"""The concrete setups of the question, shared by the measurements, the tutorials and the tests."""
 from __future__ import annotations
 
 import numpy as np
 
 from .data import seed_data
+from .losses import mse
 from .network import MLP
 
 #: The question's output gradient: leave out1 alone (0), raise out2 (-1 is dL/dout2 < 0).
 G_QUESTION = np.array([0.0, -1.0])
+
+#: The question's learning rates: the answer's GradientDescentOptimizer(0.1) for the seed
+#: network; smaller for the trained visible network, whose outputs react ~10x more.
+LR = {"seed": 0.1, "visible": 0.01}
+
+#: How many unseen probe inputs (``data.probe_inputs``) measure out1's drift off the batch.
+N_PROBE = 256
 
 
 def seed_setup(seed=0, data_seed=0):
@@ -37,8 +45,6 @@ def visible_setup(seed=0, data_seed=0):
 
     Returns (net, X, Y).
     """
-    from .losses import mse
-
     X, Y = seed_data(n=8, seed=data_seed)
     net = MLP(VISIBLE_SIZES, hidden="tanh", output="identity", init_std=0.5, seed=seed)
     for _ in range(VISIBLE_TRAINING["steps"]):

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .measurements.question import stage_formula
+
 #: True while :func:`run_headless` runs a tutorial as a script: then figures are named, not drawn.
 HEADLESS = False
 
@@ -285,34 +287,10 @@ def show_stages(stages, net, precision=4):
     """Print forward (a0, z1, ...) or backward (dout, dz2, ...) stages with their formulas,
     as ``python -m mlp_ref stages`` does."""
     for name, value in stages.items():
-        formula = backward_formula if name.startswith("d") else forward_formula
-        show(name, value, formula(name, net), precision=precision)
+        show(name, value, stage_formula(name, net.activations), precision=precision)
 
 
 def show_params(net, precision=4):
     """Print every weight and bias of ``net``, W1, b1, W2, ...: the numbers to check by hand."""
     for name, value in net.params.items():
         show(name, value, precision=precision)
-
-
-def forward_formula(name, net):
-    """The formula that computes forward stage ``name`` (a0, z1, a1, ...) of ``net``."""
-    l = int(name[1:])
-    if name == "a0":
-        return "X"
-    if name[0] == "z":
-        return f"a{l - 1} @ W{l} + b{l}"
-    return f"{net.activations[l - 1]}(z{l})"
-
-
-def backward_formula(name, net):
-    """The formula that computes backward stage ``name`` (dout, dz2, dW2, ...) of ``net``."""
-    if name == "dout":
-        return "G"
-    kind, l = name[:2], int(name[2:])
-    if kind == "dz":
-        act = net.activations[l - 1]
-        da = "dout" if l == net.depth else f"da{l}"
-        return da if act == "identity" else f"{da} * {act}'(z{l})"
-    return {"dW": f"a{l - 1}.T @ dz{l}", "db": f"dz{l}.sum(axis=0)",
-            "da": f"dz{l + 1} @ W{l + 1}.T"}[kind]

@@ -1,13 +1,74 @@
+"""Measurements that several test modules check, each computed once per session.
+
+Each fixture is the measurement a figure, a tutorial or the CLI shows, with the same arguments,
+so that a claim is checked on the very numbers that state it; those of the figures are the
+figures' own (``figures`` computes each once per process), so drawing them costs no second run.
+"""
 import os
 
 import pytest
 
+import _background
+
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+from mlp_ref import figures                                 # noqa: E402
+from mlp_ref.measurements import splitting, table           # noqa: E402
+from mlp_ref.setups import seed_setup, visible_setup         # noqa: E402
+
+
+def pytest_collection_finish(session):
+    """Start the tutorials and the wheel's figures in other processes, if collected tests read them."""
+    _background.start({item.path.name for item in session.items})
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _background.stop()
+
+
+@pytest.fixture(scope="session")
+def setups():
+    """{"seed": (net, X, Y), "visible": (net, X, Y)}."""
+    return {"seed": seed_setup(), "visible": visible_setup()}
 
 
 @pytest.fixture(scope="session")
 def capacity():
-    """``experiments.out2_capacity()`` once for the whole run: the tutorials' tests and the
-    experiments' tests check the same 200-step result."""
-    from mlp_ref import experiments
-    return experiments.out2_capacity()
+    """``splitting.out2_capacity()``: what out2 can still learn (tutorial 04, ``table`` command)."""
+    return splitting.out2_capacity()
+
+
+@pytest.fixture(scope="session")
+def question_table():
+    """The question table of tutorial 06, as {(setup, rule): row}."""
+    return {(r["setup"], r["rule"]): r for r in table.question_table()}
+
+
+@pytest.fixture(scope="session")
+def drift_results():
+    """The one-step runs of drift_vs_lr.png, visible setup first."""
+    return figures.drift_results()
+
+
+@pytest.fixture(scope="session")
+def trajectories():
+    """The 200 steps of trajectories.png and pareto.png (the figures' own cached run)."""
+    return figures.visible_trajectories()
+
+
+@pytest.fixture(scope="session")
+def slice_result():
+    """The slice of input space of heldout_drift.png."""
+    return figures.heldout_slice()
+
+
+@pytest.fixture(scope="session")
+def order_result():
+    """Adam and projection in either order (optimizer_order.png, tutorial 06)."""
+    return figures.adam_orders()
+
+
+@pytest.fixture(scope="session")
+def guarantees():
+    """``table.measured_guarantees()``: the guarantees table of tutorial 06, measured."""
+    return table.measured_guarantees()

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from mlp_ref import bench, cli, fast, fixes, jacobian
+from mlp_ref.measurements.projection_cost import load as load_projection_cost
+from mlp_ref.measurements.projection_cost import projection_cost_data
 
 GLIBC = platform.libc_ver()[0] == "glibc"
 TINY = ["bench", "--sizes", "5,4,3", "--batch", "8", "--repeats", "2", "--dense-repeats", "1"]
@@ -86,7 +88,7 @@ def test_the_dense_projection_is_skipped_above_the_memory_limit():
                                    dense_limit=100, isolate=False, log=lambda message: None)
     row = r["sweep"][0]
     assert row["dense_s"] is None and row["speedup"] is None and "dense skipped" in row["note"]
-    data = bench.projection_cost_data({"results": [r]})
+    data = projection_cost_data({"results": [r]})
     assert np.isnan(data["dense_s"]).all() and data["gram_s"][0] > 0
 
 
@@ -174,7 +176,7 @@ def test_projection_cost_plot_returns_a_wide_figure(tiny_run):
     from mlp_ref import plots
 
     _, results = tiny_run
-    fig = plots.projection_cost(results)
+    fig = plots.projection_cost(projection_cost_data(results))
     assert isinstance(fig, Figure)
     assert fig.get_figwidth() * fig.dpi >= 1000
     axes = fig.get_axes()
@@ -198,9 +200,7 @@ def test_the_gram_projection_never_holds_n_times_P_numbers(keep_X_rows):
 
 def test_committed_projection_cost_data_backs_the_readme():
     """The README's sentence under projection_cost.png, on the committed measurements."""
-    from mlp_ref.figures import PROJECTION_COST_DATA
-    with open(PROJECTION_COST_DATA) as fh:
-        d = bench.projection_cost_data(json.load(fh), "float64")
+    d = projection_cost_data(load_projection_cost(), "float64")
     measured = ~np.isnan(d["dense_s"])
     assert measured.all() and list(d["n"]) == [16, 32, 64, 128, 256]
     assert np.all(d["gram_s"] < d["dense_s"])
@@ -211,9 +211,7 @@ def test_committed_projection_cost_data_backs_the_readme():
 
 def test_committed_bench_run_backs_the_readme_performance_claims():
     """The README's performance sentence, on the committed run (a measurement, not a live timing)."""
-    from mlp_ref.figures import PROJECTION_COST_DATA
-    with open(PROJECTION_COST_DATA) as fh:
-        results = {r["dtype"]: r for r in json.load(fh)["results"]}
+    results = {r["dtype"]: r for r in load_projection_cost()["results"]}
     assert set(results) == {"float64", "float32"}
     default = results["float64"]["timings"]                              # glibc's defaults
     assert default["step"]["faults"] < 500 and default["project"]["faults"] > 1000
@@ -229,12 +227,10 @@ def test_committed_bench_run_backs_the_readme_performance_claims():
 
 def test_the_readme_memory_figures():
     """'13 MiB for a step that kept every stage', 'about 6 MiB' for a step, '10 MiB' for a projection."""
-    from mlp_ref.figures import PROJECTION_COST_DATA
     net, X, G = bench.problem(bench.SIZES, bench.BATCH)
     every_stage = bench.peak_bytes(lambda: net.backward(net.forward(X), G))
     assert 12.5 <= every_stage / 2**20 < 13.5
-    with open(PROJECTION_COST_DATA) as fh:
-        r = next(r for r in json.load(fh)["results"] if r["dtype"] == "float64")
+    r = next(r for r in load_projection_cost()["results"] if r["dtype"] == "float64")
     assert 5.5 <= r["peak_bytes"]["step"] / 2**20 < 6.5
     assert 9.5 <= r["peak_bytes"]["project"] / 2**20 < 11
 

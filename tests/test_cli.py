@@ -1,14 +1,22 @@
+"""The command line: every command, its output against the measurements it prints, and its
+refusals of bad options."""
+import configparser
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from mlp_ref import cli
+from mlp_ref.measurements import rules, splitting, table
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args):
-    env = dict(os.environ, MPLBACKEND="Agg")
+    env = dict(os.environ, MPLBACKEND="Agg",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     return subprocess.run([sys.executable, "-m", "mlp_ref", *args], capture_output=True,
                           text=True, env=env, timeout=120)
 
@@ -35,30 +43,60 @@ def test_stages_prints_every_stage_in_order_with_shapes(capsys):
     assert text.count("[ 0. -1.]") == 16
 
 
-def test_figures_writes_into_out(tmp_path):
+def test_figures_writes_into_out(tmp_path, capsys):
     # every figure through the CLI is test_figures.py's job; here: --out and --only
-    res = run("figures", "--out", str(tmp_path), "--only", "seed_problem.png", "pareto")  # .png optional
-    assert res.returncode == 0, res.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["pareto.png", "seed_problem.png"]
-    assert str(tmp_path / "seed_problem.png") in res.stdout and "[2/2]" in res.stdout
+    assert cli.main(["figures", "--out", str(tmp_path), "--only", "seed_problem.png", "projection_cost"]) == 0
+    out = capsys.readouterr().out                                             # .png is optional
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["projection_cost.png", "seed_problem.png"]
+    assert str(tmp_path / "seed_problem.png") in out and "[2/2]" in out
 
 
-def test_figures_rejects_an_unknown_name(tmp_path):
-    res = run("figures", "--out", str(tmp_path), "--only", "nope.png")
-    assert res.returncode == 2 and "--only: unknown figures ['nope.png']" in res.stderr
+def test_figures_rejects_an_unknown_name(tmp_path, capsys):
+    assert cli.main(["figures", "--out", str(tmp_path), "--only", "nope.png"]) == 2
+    assert "--only: unknown figures ['nope.png']" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
 
-def test_console_script_is_the_same_program():
-    from importlib.metadata import entry_points
-    eps = [ep for ep in entry_points(group="console_scripts") if ep.name == "mlp-ref"]
-    assert eps and eps[0].value == "mlp_ref.cli:main"
+def test_the_console_script_is_the_same_program():
+    # what setup.cfg declares, so it holds from a plain checkout; the installed wheel's entry
+    # point is read from its metadata in test_figures.py's wheel test
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    assert config["options.entry_points"]["console_scripts"].strip() == "mlp-ref = mlp_ref.cli:main"
+    assert cli.build_parser().prog == "mlp-ref"
 
 
-def test_import_does_not_pull_in_matplotlib():
-    code = "import sys, mlp_ref, mlp_ref.experiments; print('matplotlib' in sys.modules)"
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+def test_no_command_line_module_pulls_in_matplotlib():
+    code = ("import sys, mlp_ref, mlp_ref.cli, mlp_ref.figures, mlp_ref.measurements, mlp_ref.report, "
+            "mlp_ref.tutorial; print('matplotlib' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert res.stdout.strip() == "False", res.stderr
+
+
+def test_table_is_the_default_and_prints_every_rule(capsys):
+    assert cli.main(["--steps", "3"]) == 0             # no command: the table
+    text = capsys.readouterr().out
+    for name, rule in rules.RULES.items():
+        assert f"seed     {name}" in text and f"visible  {name}" in text
+        assert rule.guarantee in text
+    assert "after 3 steps" in text and "3 steps, holding out1" in text
+    # the printed numbers are the measurements'
+    naive, = table.question_table(setups=("seed",), rules=["naive"], long_steps=3)
+    assert f"{naive['drift_batch_n']:14.3e}" in text
+    capacity = splitting.out2_capacity(steps=3)
+    for variant in ("freeze", "heads", "towers", "project+restore"):
+        c = capacity[variant]
+        assert f"\n{variant:16} {c['mse'][0]:9.4f} -> {c['mse'][-1]:9.4f}" in text.split("Teaching out2")[1]
+
+
+def test_replay_prints_the_verdict(capsys):
+    assert cli.main(["replay"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("out1 MOVED") == 3 and text.count("out1 unchanged, bit for bit") == 1
+    assert "the mask alone does not hold out1" in text
+    for op in ("train_op2", "train_op12", "train_op_all", "mask, all variables"):
+        assert f"after {op}" in text
 
 
 BAD_ARGS = [

@@ -51,10 +51,11 @@ def test_cases_cover_every_activation_and_depth():
 
 
 def test_the_checker_catches_a_wrong_derivative_and_names_the_stage(monkeypatch):
-    # A classic student bug: tanh' written as 1 - z^2 instead of 1 - a^2.
-    wrong = activations.Activation("tanh", np.tanh, lambda z, a: 1.0 - z * z)
-    net = mr.MLP([3, 4, 2], hidden="tanh", init_std=0.5, seed=1)
-    net._acts[0] = wrong
+    # A classic student bug: tanh' written as 1 - z^2 instead of 1 - a^2, added as a student
+    # adds an activation: a new entry of the table
+    wrong = activations.Activation("tanh_wrong", np.tanh, lambda z, a: 1.0 - z * z)
+    monkeypatch.setitem(activations.ACTIVATIONS, "tanh_wrong", wrong)
+    net = mr.MLP([3, 4, 2], hidden="tanh_wrong", init_std=0.5, seed=1)
     X = np.random.default_rng(0).normal(size=(5, 3))
     report = gradcheck.check(net, X, [0.0, -1.0])
     assert not report.ok

@@ -18,7 +18,7 @@
 import numpy as np
 
 import mlp_ref as mr
-from mlp_ref import experiments
+from mlp_ref.measurements import question
 from mlp_ref.setups import G_QUESTION, seed_setup
 from mlp_ref.tutorial import figure, run_headless, show, show_params, show_stages
 
@@ -72,7 +72,7 @@ print(f"\nby hand: X[0] @ W1[:, 0] + b1[0] = {X[0] @ net.params['W1'][:, 0] + ne
 # %%
 back = net.backward(record, G_QUESTION)
 show_stages(back.stages, net)
-figure("backprop_stages", experiments.backprop_stages(net, X, G_QUESTION))
+figure("backprop_stages", question.backprop_stages(net, X, G_QUESTION))
 
 # %% [markdown]
 # ## 4. Why the first column of dW2 is exactly zero

@@ -14,13 +14,13 @@
 # %%
 import numpy as np
 
-from mlp_ref import experiments, jacobian
-from mlp_ref.setups import G_QUESTION, seed_setup, visible_setup
+from mlp_ref import jacobian
+from mlp_ref.measurements import question
+from mlp_ref.setups import G_QUESTION, LR, seed_setup, visible_setup
 from mlp_ref.tutorial import figure, run_headless, show
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 SETUPS = {"seed": seed_setup(), "visible": visible_setup()}
-LR = experiments.LR        # seed: the answer's 0.1; visible: 0.01
 
 # %% [markdown]
 # ## 1. Two setups, one G
@@ -119,7 +119,7 @@ for name, (net, X, _) in SETUPS.items():
         print(f"  layer {l} ({kind:12}) max |entry| = {np.max(np.abs(K[l])):.3e}   "
               f"part of the sum = {K[l].sum() / K12.sum():6.1%}")
     print(f"  output layer's share is exactly zero in every entry: {bool(np.all(K[L] == 0.0))}")
-figure("tangent_kernel", lambda: [experiments.tangent_kernel(name) for name in SETUPS])
+figure("tangent_kernel", lambda: [question.tangent_kernel(name) for name in SETUPS])
 
 # %% [markdown]
 # ## 5. The first-order prediction matches the drift at small lr

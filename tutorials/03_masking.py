@@ -15,12 +15,13 @@
 # %%
 import numpy as np
 
-from mlp_ref import experiments, fixes, losses
-from mlp_ref.setups import G_QUESTION, seed_setup, visible_setup
+from mlp_ref import fixes, losses, report
+from mlp_ref.measurements import answer_replay, question
+from mlp_ref.measurements.rules import MASK    # [0, 1]: hide out1 from the loss, keep out2
+from mlp_ref.setups import G_QUESTION, LR, seed_setup, visible_setup
 from mlp_ref.tutorial import figure, run_headless, show
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
-MASK = experiments.MASK    # [0, 1]: hide out1 from the loss, keep out2
 net, X, Y = seed_setup()
 out = net(X)
 
@@ -59,20 +60,20 @@ for name, (n_net, n_X, _) in {"seed": (net, X, Y), "visible": visible_setup()}.i
     naive = fixes.naive(n_net, n_X, G_QUESTION)
     masked = fixes.masked(n_net, n_X, G_QUESTION, MASK)
     same = all(np.array_equal(naive[k], masked[k]) for k in naive)
-    lr = experiments.LR[name]
+    lr = LR[name]
     drift = np.max(np.abs(n_net.copy().step(masked, lr)(n_X)[:, 0] - n_net(n_X)[:, 0]))
     print(f"{name:8} G = [0, -1]:  masked == naive on every parameter: {same}\n"
           f"{'':8} max |change of out1| after one masked step (lr {lr}) = {drift:.2e}")
 naive_mse, masked_mse = fixes.naive(net, X, G_mse), fixes.masked(net, X, G_mse, MASK)
 print(f"seed     G of the MSE:  masked == naive on every parameter: "
       f"{all(np.array_equal(naive_mse[k], masked_mse[k]) for k in naive_mse)}")
-stages = experiments.backprop_stages(net, X, G_QUESTION)     # with what the mask, var_list zero
+stages = question.backprop_stages(net, X, G_QUESTION)     # with what the mask, var_list zero
 figure("backprop_stages", stages, zeroed=stages["zeroed"])
 
 # %% [markdown]
 # ## 3. The answer's script, replayed
 #
-# `experiments.replay_answer` runs the answer's TensorFlow script in NumPy: the seed setup,
+# `measurements.answer_replay.replay_answer` runs the answer's TensorFlow script in NumPy: the seed setup,
 # then its three train ops one after another, each printing `hidden`, `out`, `loss` and `loss2`
 # as the script does, plus the change of out1 each op made, and one op the answer never ran:
 # the masked loss with **all** variables. Each op is one step of
@@ -80,8 +81,8 @@ figure("backprop_stages", stages, zeroed=stages["zeroed"])
 # outside its `var_list` zeroed.
 
 # %%
-rows = experiments.replay_answer()
-print(experiments.format_replay(rows, precision=3))
+rows = answer_replay.replay_answer()
+print(report.format_replay(rows, precision=3))
 
 # %% [markdown]
 # ## 4. The verdict

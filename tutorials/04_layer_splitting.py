@@ -16,7 +16,8 @@
 # %%
 import numpy as np
 
-from mlp_ref import SplitHeads, TwoTower, data, experiments, fixes, losses
+from mlp_ref import SplitHeads, TwoTower, data, fixes, losses, report
+from mlp_ref.measurements import question, splitting
 from mlp_ref.setups import G_QUESTION, seed_setup, visible_setup
 from mlp_ref.tutorial import figure, run_headless
 
@@ -49,7 +50,7 @@ for name, (net, X, _) in {"seed": seed_setup(), "visible": visible_setup()}.item
         gain = np.mean(stepped(X)[:, 1] - net(X)[:, 1])
         print(f"{name:8} lr {lr:6g}: out1 identical on batch and unseen inputs: "
               f"{exactly_held(net, stepped, X)};  out2 gain {gain:9.3f}")
-figure("network_fixes", lambda: experiments.weight_changes("seed"))
+figure("network_fixes", lambda: question.weight_changes("seed"))
 
 # %% [markdown]
 # ## 2. Why it is exact - and when var_list alone is not enough
@@ -117,7 +118,7 @@ print(f"  the visible setup as two towers: {TwoTower.from_mlp(visible_setup()[0]
 # %% [markdown]
 # ## 5. The price: what out2 can still learn
 #
-# `experiments.out2_capacity` teaches out2 a **new** function, $x_1 x_2 - x_3$, on 32 inputs,
+# `measurements.splitting.out2_capacity` teaches out2 a **new** function, $x_1 x_2 - x_3$, on 32 inputs,
 # for 200 steps, holding out1, starting from the visible network. The first cell below is its
 # loop for freezing, written out: the same curve, bit for bit. Freezing and separate heads are the
 # same thing here (the same 17 parameters move: out2's 16 weights and its bias, and the same
@@ -142,10 +143,10 @@ curve.append(losses.mse(net(X_new)[:, 1:], target[:, None])[0])
 print(f"freeze, written out: out2 MSE {curve[0]:.4f} -> {curve[-1]:.4f}")
 
 # %%
-capacity = experiments.out2_capacity()
-print(f"the same curve as experiments.out2_capacity's, bit for bit: "
+capacity = splitting.out2_capacity()
+print(f"the same curve as splitting.out2_capacity's, bit for bit: "
       f"{np.array_equal(curve, capacity['freeze']['mse'])}\n")
-print(experiments.format_capacity(capacity))
+print(report.format_capacity(capacity))
 
 # %% [markdown]
 # ## What to remember

@@ -21,7 +21,8 @@
 # %%
 import numpy as np
 
-from mlp_ref import MLP, data, experiments, fixes, jacobian
+from mlp_ref import MLP, data, fixes, jacobian
+from mlp_ref.measurements import drift, fits, projection
 from mlp_ref.setups import G_QUESTION, seed_setup, visible_setup
 from mlp_ref.tutorial import figure, run_headless, show
 
@@ -54,7 +55,7 @@ print(f"max |J1 . g| = {np.max(np.abs(J1.matvec(g))):.3g}    max |J1 . D| = "
       f"{np.max(np.abs(J1.matvec(D))):.1e}")
 ratio = np.linalg.norm(flat_D) / np.linalg.norm(flat_g)
 print(f"cos(D, g - D) = {cosine:.1e}    |D| / |g| = {ratio:.3f}")
-figure("projection_geometry", experiments.projection_geometry)      # computed only when drawn
+figure("projection_geometry", projection.projection_geometry)      # computed only when drawn
 
 # %% [markdown]
 # ## 2. The same projection with the Jacobian written out
@@ -87,13 +88,13 @@ print(f"max |J1 D_pinv| = {np.max(np.abs(J @ D_pinv)):.1e}   max |J1 g| = {np.ma
 # ## 3. One step: O(lr) becomes O(lr^2)
 #
 # $J_1 D = 0$ removes the first-order term; the second-order one (the curvature of the network)
-# is left. `experiments.one_step` takes one step of each rule at every $\eta$ and measures
+# is left. `measurements.drift.one_step` takes one step of each rule at every $\eta$ and measures
 # $\max|\Delta \mathrm{out}_1|$ on the batch; a straight line on log-log axes has the order as
 # its slope. Fitted over $\eta$ from 1e-5 to 1e-3, on both setups: naive 1.00, projected 2.00.
 # Ten times smaller a step, a hundred times smaller a drift, but never zero.
 
 # %%
-steps = {name: experiments.one_step(name, rules=["naive", "project"], lrs=LRS)
+steps = {name: drift.one_step(name, rules=["naive", "project"], lrs=LRS)
          for name in ("seed", "visible")}
 for name, res in steps.items():
     print(f"\n{name}: max |change of out1| on the batch after one step")
@@ -102,8 +103,8 @@ for name, res in steps.items():
         print(f"  {lr:6.0e} {res['naive']['drift_batch'][i]:11.3e} "
               f"{res['project']['drift_batch'][i]:11.3e}")
     print(f"  fitted log-log slopes: naive "
-          f"{experiments.loglog_slope(LRS, res['naive']['drift_batch']):.2f}, project "
-          f"{experiments.loglog_slope(LRS, res['project']['drift_batch']):.2f}")
+          f"{fits.loglog_slope(LRS, res['naive']['drift_batch']):.2f}, project "
+          f"{fits.loglog_slope(LRS, res['project']['drift_batch']):.2f}")
 figure("drift_vs_lr", list(steps.values()))
 
 # %% [markdown]
@@ -117,7 +118,7 @@ figure("drift_vs_lr", list(steps.values()))
 # %%
 for name, res in steps.items():
     unseen = res["project"]["drift_unseen"]
-    print(f"{name:8} projected, unseen inputs: slope {experiments.loglog_slope(LRS, unseen):.2f};"
+    print(f"{name:8} projected, unseen inputs: slope {fits.loglog_slope(LRS, unseen):.2f};"
           f"  at lr 1e-3: batch {res['project']['drift_batch'][-1]:.1e}, unseen {unseen[-1]:.1e}")
 
 # %% [markdown]

@@ -15,8 +15,12 @@
 # %%
 import numpy as np
 
-from mlp_ref import experiments, fixes, jacobian
-from mlp_ref.setups import SETUPS
+from mlp_ref import fixes, jacobian, report
+from mlp_ref.measurements.drift import trajectories
+from mlp_ref.measurements.optimizers import OPTIMIZER_ORDERS, optimizer_order
+from mlp_ref.measurements.rules import RULES, penalty
+from mlp_ref.measurements.table import measured_guarantees
+from mlp_ref.setups import LR, SETUPS
 from mlp_ref.tutorial import figure, run_headless
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
@@ -25,9 +29,9 @@ run_headless(globals())    # as a script: prints the text cells and runs the cod
 # ## 1. The table
 #
 # Every rule runs from the same start, on the seed setup ($\eta = 0.1$) and on the visible one
-# ($\eta = 0.01$): `experiments.trajectories` takes 100 steps of each and records, after every
+# ($\eta = 0.01$): `measurements.drift.trajectories` takes 100 steps of each and records, after every
 # step, out2's mean gain and the largest change of out1 on the batch and on 256 unseen inputs.
-# The table keeps step 1 and step 100 (the cell writes out how; `experiments.question_table`
+# The table keeps step 1 and step 100 (the cell writes out how; `measurements.table.question_table`
 # builds the same rows). The figures draw the visible setup's steps. Read it column by
 # column: mask = naive in every digit; freeze and span move out1 by exactly 0 or round-off,
 # and after 100 steps have gained less than half of naive's out2; projection cuts the one-step
@@ -35,16 +39,16 @@ run_headless(globals())    # as a script: prints the text cells and runs the cod
 # batch to round-off.
 
 # %%
-runs = {setup: experiments.trajectories(setup, steps=100) for setup in ("seed", "visible")}
+runs = {setup: trajectories(setup, steps=100) for setup in ("seed", "visible")}
 rows = []
 for setup, run in runs.items():
-    for rule in experiments.DIRECTIONS:
+    for rule in RULES:
         row = {"setup": setup, "rule": rule, "lr": run["lr"], "long_steps": 100}
         for key in ("gain", "drift_batch", "drift_unseen"):
             row[f"{key}_1"], row[f"{key}_n"] = float(run[rule][key][1]), float(run[rule][key][100])
         rows.append(row)
 table = {(r["setup"], r["rule"]): r for r in rows}
-print(experiments.format_table(rows))
+print(report.format_table(rows))
 figure("trajectories", runs["visible"])
 
 # %% [markdown]
@@ -86,14 +90,13 @@ for rule in ("naive", "freeze", "project", "project+restore"):
 for name, make in SETUPS.items():
     net, X, _ = make()
     lam_max = np.linalg.eigvalsh(jacobian.OutputJacobian(net, X, keep=[0]).gram())[-1]
-    lr = experiments.LR[name]
+    lr = LR[name]
     limit = fixes.penalty_limit(net, X)          # 2 / lambda_max: the largest stable lr * lam
     print(f"{name:8} lambda_max(J1 J1^T) = {lam_max:6.1f};  lr * lam * lambda_max = "
           f"{lr * 0.5 * lam_max:.2f} (lam 0.5),  {lr * 3.0 * lam_max:.2f} (lam 3);  "
           f"stable while lam < {limit / lr:.2f} at lr {lr}")
 for lam in (0.5, 3.0):
-    t = experiments.trajectories("visible", rules=["penalty"], steps=20,
-                                 directions={"penalty": experiments.penalty_rule(lam)})
+    t = trajectories("visible", rules=[penalty(lam)], steps=20)
     drift = t["penalty"]["drift_batch"]
     print(f"visible, lam {lam}: max |dout1| on the batch after 1, 10, 20 steps: "
           f"{drift[1]:.2g}, {drift[10]:.2g}, {drift[20]:.2g}")
@@ -104,15 +107,15 @@ for lam in (0.5, 3.0):
 # Adam divides each coordinate of the step by its own running scale. Project the gradient and
 # then hand it to Adam, and the rescaled step is no longer in the null space of $J_1$: out1
 # drifts $O(\eta)$ again. Let Adam compute its step and project **that**, and the drift is
-# $O(\eta^2)$, as in tutorial 05. `experiments.optimizer_order` measures both on the visible
+# $O(\eta^2)$, as in tutorial 05. `measurements.optimizers.optimizer_order` measures both on the visible
 # setup: fitted slopes about 1 and 2; over 100 Adam steps at $\eta$ = 1e-3, the pitfall drifts
 # more than 100 times as far, and both orders still raise out2.
 
 # %%
-order = experiments.optimizer_order("visible")
-for name in experiments.OPTIMIZER_ORDERS:
+order = optimizer_order("visible")
+for name in OPTIMIZER_ORDERS:
     r = order[name]
-    slope = experiments.loglog_slope(order["lrs"], r["one_step"], max_lr=1e-3)
+    slope = r["slope"]                       # fitted over lr <= 1e-3
     print(f"{name:28} one-step slope {slope:.2f};  after 100 steps: |dout1| batch "
           f"{r['drift'][-1]:.2e}, out2 gain {r['gain'][-1]:.2f}")
 figure("optimizer_order", order)
@@ -140,12 +143,12 @@ figure("pareto", runs["visible"])
 # ## 6. The guarantees, measured
 #
 # Each cell below is measured, not written: one step of each rule at $\eta$ from 1e-5 to 1e-2,
-# then `experiments.drift_order` calls the drift "exactly 0" if every value is 0.0,
+# then `measurements.fits.drift_order` calls the drift "exactly 0" if every value is 0.0,
 # "round-off" if every value is at most 1e-12, and otherwise $O(\eta^k)$ with $k$ the slope
 # fitted on log-log axes over $\eta \le$ 1e-3 (in brackets).
 
 # %%
-print(experiments.format_guarantees(experiments.measured_guarantees()))
+print(report.format_guarantees(measured_guarantees()))
 
 # %% [markdown]
 # What each guarantee costs, from the tutorials before:

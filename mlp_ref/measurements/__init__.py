@@ -1,0 +1,24 @@
+"""Measurements: plain NumPy results for the table, the tutorials and the figures (no
+matplotlib here). One module per topic, each beside the tutorial and the figures it feeds:
+
+    rules          the one registry of rules: each fix as an object that takes a step
+    question       the problem: one plain step, every stage of backprop, the tangent kernel
+                   by layer, the first-order prediction, what one step moves     (tutorials 01-02)
+    answer_replay  the accepted answer's TensorFlow script, replayed             (tutorial 03)
+    splitting      freeze, separate heads, two towers: what out2 can still learn (tutorial 04)
+    drift          out1's drift under each rule: one step over lrs, many steps, a slice of
+                   input space                                                   (tutorials 05-06)
+    projection     projection in a two-parameter picture                         (tutorial 05)
+    optimizers     Adam and projection, in either order                          (tutorial 06)
+    table          every fix side by side, and the guarantees measured           (tutorial 06)
+    fits           the log-log slope fit, and the order of a drift it measures
+    projection_cost  the bench's saved run, as the arrays of projection_cost.png
+
+Each function starts from a named setup (``mlp_ref.setups``) and never modifies a network
+handed to it. ``mlp_ref.report`` turns the results into text, ``mlp_ref.plots`` into figures.
+"""
+from . import (answer_replay, drift, fits, optimizers, projection, projection_cost, question, rules,
+               splitting, table)
+
+__all__ = ["answer_replay", "drift", "fits", "optimizers", "projection", "projection_cost",
+           "question", "rules", "splitting", "table"]

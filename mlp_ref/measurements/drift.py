@@ -1,0 +1,124 @@
+"""out1's drift and out2's gain under each rule: one step over a range of lrs, many steps, and
+a slice of input space.
+
+Every run starts from a setup (``setups.SETUPS``: the seed's network, or the visible one),
+takes steps with one rule after another (``rules``), and reports how far out1 drifted (max
+|delta out1|, on the batch and on unseen probe inputs) and how much out2 gained (its mean
+change on the batch). The network handed in is never modified.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..data import probe_inputs
+from ..setups import G_QUESTION, LR, N_PROBE, SETUPS
+from . import fits, rules as rules_
+
+
+def effect(net0, net, X, P):
+    """(max |d out1| on X, max |d out1| on P, mean d out2 on X) from net0 to net."""
+    before_X, after_X = net0(X), net(X)
+    return (float(np.max(np.abs(after_X[:, 0] - before_X[:, 0]))),
+            float(np.max(np.abs(net(P)[:, 0] - net0(P)[:, 0]))),
+            float(np.mean(after_X[:, 1] - before_X[:, 1])))
+
+
+def _columns(rows):
+    drift_batch, drift_unseen, gain = (np.array(col) for col in zip(*rows))
+    return {"drift_batch": drift_batch, "drift_unseen": drift_unseen, "gain": gain}
+
+
+def one_step(setup="visible", rules=None, lrs=None, G=G_QUESTION, n_probe=N_PROBE,
+             slope_max_lr=None):
+    """One step of each rule from the same start, over a range of learning rates.
+
+    rules : names or ``rules.Rule`` objects (default: every rule of ``rules.RULES``)
+    slope_max_lr : if given, also measure each drift's order over lr <= slope_max_lr
+
+    Returns a dict with ``lrs`` (m,), ``setup``, ``n_probe``, ``rules`` (their names), and per
+    rule name a dict of arrays (m,): ``drift_batch``, ``drift_unseen`` (max |delta out1|) and
+    ``gain`` (mean delta out2); with ``slope_max_lr``, also ``slope_max_lr`` and ``orders``
+    (see ``orders``).
+    """
+    net0, X, _ = SETUPS[setup]()
+    P = probe_inputs(n_probe)
+    lrs = np.logspace(-5, 0, 11) if lrs is None else np.asarray(lrs, dtype=float)
+    ref = net0(X)[:, 0]
+    rules = rules_.resolve(rules)
+    out = {"lrs": lrs, "setup": setup, "n_probe": n_probe, "rules": [rule.name for rule in rules]}
+    for rule in rules:
+        out[rule.name] = _columns([effect(net0, rule.step(net0.copy(), X, G, lr, ref), X, P)
+                                   for lr in lrs])
+    if slope_max_lr is not None:
+        out.update(slope_max_lr=slope_max_lr, orders=orders(out, slope_max_lr))
+    return out
+
+
+def orders(result, max_lr=1e-3):
+    """The measured order of each rule's one-step drift in ``one_step``'s result:
+    {rule: {"batch": (label, slope), "unseen": (label, slope)}} (``fits.drift_order``)."""
+    return {rule: {where: fits.drift_order(result["lrs"], result[rule][f"drift_{where}"], max_lr)
+                   for where in ("batch", "unseen")}
+            for rule in result["rules"]}
+
+
+def trajectories(setup="visible", rules=None, steps=200, lr=None, G=G_QUESTION, n_probe=N_PROBE):
+    """Many steps of each rule; the cumulative effect after every step.
+
+    Returns a dict with ``steps`` (steps + 1,), ``setup``, ``lr``, ``n_probe``, ``rules``, and
+    per rule a
+    dict of arrays (steps + 1,): ``drift_batch``, ``drift_unseen`` (max |out1 - out1 at the
+    start|) and ``gain`` (mean out2 - out2 at the start); entry 0 is the start (all zero).
+    """
+    net0, X, _ = SETUPS[setup]()
+    P = probe_inputs(n_probe)
+    lr = LR[setup] if lr is None else lr
+    ref = net0(X)[:, 0]
+    rules = rules_.resolve(rules)
+    out = {"steps": np.arange(steps + 1), "setup": setup, "lr": lr, "n_probe": n_probe,
+           "rules": [rule.name for rule in rules]}
+    for rule in rules:
+        net = net0.copy()
+        rows = [(0.0, 0.0, 0.0)]
+        for _ in range(steps):
+            rule.step(net, X, G, lr, ref)
+            rows.append(effect(net0, net, X, P))
+        out[rule.name] = _columns(rows)
+    return out
+
+
+def input_slice(n=41, fixed=0.5):
+    """A 2-D slice of the input cube: x1, x2 on an n x n grid over [0, 1], x3 = fixed.
+
+    Returns (x1 (n,), x2 (n,), inputs (n*n, 3)), inputs in row-major order of (x2, x1).
+    """
+    x1 = np.linspace(0.0, 1.0, n)
+    x2 = np.linspace(0.0, 1.0, n)
+    g1, g2 = np.meshgrid(x1, x2)
+    return x1, x2, np.stack([g1.ravel(), g2.ravel(), np.full(g1.size, fixed)], axis=1)
+
+
+def drift_over_slice(setup="visible", rules=("project", "freeze", "span"), lr=None, steps=1,
+                     n=41, fixed=0.5, G=G_QUESTION):
+    """|delta out1| over a 2-D slice of input space (x3 = ``fixed``) after ``steps`` steps of
+    each rule.
+
+    Returns dict: ``x1``, ``x2`` (n,), ``fixed``, ``rules``, ``batch`` (the batch's (x1, x2), for
+    reference), ``batch_off_slice`` (min |x3 - fixed| over the batch), and per rule an (n, n)
+    array of |delta out1| (rows x2, columns x1).
+    """
+    net0, X, _ = SETUPS[setup]()
+    lr = LR[setup] if lr is None else lr
+    x1, x2, grid = input_slice(n, fixed)
+    ref = net0(X)[:, 0]
+    out = {"x1": x1, "x2": x2, "fixed": fixed, "batch": X[:, :2],
+           "batch_off_slice": float(np.min(np.abs(X[:, 2] - fixed))),
+           "lr": lr, "steps": steps, "setup": setup}
+    rules = rules_.resolve(rules)
+    out["rules"] = [rule.name for rule in rules]
+    for rule in rules:
+        net = net0.copy()
+        for _ in range(steps):
+            rule.step(net, X, G, lr, ref)
+        out[rule.name] = np.abs(net(grid)[:, 0] - net0(grid)[:, 0]).reshape(n, n)
+    return out

@@ -1,0 +1,21 @@
+"""One function per figure; the only place matplotlib is imported (``import mlp_ref`` never
+imports this package). Each function takes a result of ``mlp_ref.measurements`` (plain arrays
+and dicts) and optional ``axes=``, draws it, computes nothing, and returns the Figure.
+
+    style        colours, markers, labels, the style sheet, axes handling
+    axes         the log axes shared by the drift figures (exact zeros, round-off)
+    question     seed_problem, backprop_stages, network_fixes, tangent_kernel
+    projection   projection_geometry, projection_cost
+    drift        drift_vs_lr, trajectories, pareto, heldout_drift
+    optimizers   optimizer_order
+"""
+from .axes import ZERO_FLOOR
+from .drift import drift_vs_lr, heldout_drift, pareto, trajectories
+from .optimizers import optimizer_order
+from .projection import projection_cost, projection_geometry
+from .question import backprop_stages, network_fixes, seed_problem, tangent_kernel
+from .style import MARKERS, PALETTE
+
+__all__ = ["MARKERS", "PALETTE", "ZERO_FLOOR", "backprop_stages", "drift_vs_lr", "heldout_drift",
+           "network_fixes", "optimizer_order", "pareto", "projection_cost", "projection_geometry",
+           "seed_problem", "tangent_kernel", "trajectories"]

@@ -1,0 +1,116 @@
+"""The look shared by every figure: colours, markers, labels, the style sheet, and the way a
+plot function takes the caller's axes or makes its own figure.
+
+* one colour per fix, :data:`PALETTE` (Okabe-Ito colours, safe for colour-blind readers),
+  and one marker per fix, :data:`MARKERS`, so that no curve is told apart by colour alone;
+* the style :data:`STYLE` (no font under 10 pt at slide size), applied by :func:`styled`
+  through ``matplotlib.rc_context``, so nothing leaks into the caller's matplotlib settings;
+* figures at least 1000 px wide (:func:`new_figure`); every plot function takes ``axes=``
+  (the caller's, checked by :func:`take_axes`) or makes its own.
+
+We build figures with the object-oriented ``matplotlib.figure.Figure`` rather than pyplot:
+no global state, no display needed, and nothing left open between figures.
+"""
+from __future__ import annotations
+
+import functools
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+
+#: One colour per fix, the same in every figure (Okabe & Ito's colour-blind-safe set, plus a
+#: brown and a grey). naive and masked are neighbours on purpose: in the question they coincide.
+PALETTE = {
+    "naive": "#D55E00",            # vermillion
+    "masked": "#E69F00",           # orange
+    "freeze": "#009E73",           # bluish green
+    "heads": "#56B4E9",            # sky blue
+    "towers": "#8C6D31",           # brown
+    "project": "#0072B2",          # blue
+    "project+restore": "#000000",  # black
+    "penalty": "#CC79A7",          # reddish purple
+    "span": "#999999",             # grey
+}
+
+
+#: One marker per fix, so curves stay distinct in grey-scale print and for every reader.
+MARKERS = {"naive": "o", "masked": "x", "freeze": "s", "heads": "D", "towers": "P",
+           "project": "^", "project+restore": "*", "penalty": "v", "span": "h"}
+
+
+#: Hatches for the "which entries a fix zeroes" overlay of :func:`backprop_stages`.
+HATCHES = {"masked": "\\\\\\", "freeze": "///", "heads": "xx", "towers": "++",
+           "project": "..", "project+restore": "oo", "penalty": "--", "span": "||"}
+
+
+OUT_COLOURS = {"out1": "#333333", "out2": "#0072B2"}
+
+
+#: The diverging map of the stage heatmaps: white at zero, red positive, blue negative.
+STAGE_CMAP = "RdBu_r"
+
+
+STYLE = {
+    "font.size": 12, "axes.titlesize": 13, "axes.labelsize": 12, "legend.fontsize": 11,
+    "xtick.labelsize": 11, "ytick.labelsize": 11, "figure.titlesize": 15,
+    "axes.spines.top": False, "axes.spines.right": False, "lines.linewidth": 2.0,
+    "legend.frameon": False,
+}
+
+
+def styled(plot):
+    """Run a plot function inside ``rc_context(STYLE)``: every figure gets the same look."""
+    @functools.wraps(plot)
+    def wrapper(*args, **kwargs):
+        with matplotlib.rc_context(STYLE):
+            return plot(*args, **kwargs)
+    return wrapper
+
+
+def new_figure(width=11.0, height=5.0, dpi=110):
+    """A Figure at slide size: 11 in x 110 dpi = 1210 px wide (16:9 slides are >= 1280)."""
+    return Figure(figsize=(width, height), dpi=dpi, layout="constrained")
+
+
+def take_axes(axes, count, make):
+    """The caller's axes (checked to be ``count`` of them) and their figure, or new ones."""
+    if axes is None:
+        fig, axes = make()
+        return fig, list(np.ravel(axes))
+    axes = list(np.ravel(axes))
+    if len(axes) != count:
+        raise ValueError(f"axes: expected {count} matplotlib Axes, got {len(axes)}")
+    fig = axes[0].figure
+    while not isinstance(fig, Figure):           # an Axes of a SubFigure: climb to the Figure
+        fig = fig.figure
+    return fig, axes
+
+
+#: How each fix is named in a legend or a panel title.
+FIX_LABELS = {"naive": "naive", "masked": "mask [0, 1]", "freeze": "freeze (var_list)",
+              "heads": "separate heads", "towers": "two towers", "project": "project",
+              "project+restore": "project + restore", "penalty": "penalty", "span": "span (GPM)"}
+
+
+def fix_label(name):
+    return FIX_LABELS.get(name, name)
+
+
+SETUP_LABELS = {"seed": "seed: 3-4-2 sigmoid", "visible": "visible: 3-16-16-2 tanh"}
+
+
+def signed(x):
+    """+0.59 / \u22120.14 with a true minus sign."""
+    return f"{x:+.2f}".replace("-", "\u2212")
+
+
+def num(x):
+    """A magnitude for a label: 0.39 or 9.1 as they are, 1.8e-04 as 1.8 x 10^-4."""
+    return f"{x:.2g}" if 1e-2 <= abs(x) < 1e3 else sci(x)
+
+
+def sci(x):
+    """1.8e-04 as mathtext 1.8 x 10^-4, readable on a slide."""
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"${mantissa}\\times10^{{{int(exponent)}}}$"

@@ -1,0 +1,78 @@
+"""The measurements as text, for the command line and the tutorials: one function per table."""
+from __future__ import annotations
+
+import numpy as np
+
+from .measurements.rules import RULES
+
+
+def format_table(rows):
+    """``table.question_table`` as text, with one line per rule on what it guarantees."""
+    n = rows[0]["long_steps"]
+    head = (f"{'setup':8} {'rule':16} {'lr':>5} | {'out2 gain':>10} {'|dout1| batch':>14} "
+            f"{'|dout1| unseen':>15} | {'out2 gain':>10} {'|dout1| batch':>14} {'|dout1| unseen':>15}")
+    lines = [f"{'':31} | {'after 1 step':^41} | {f'after {n} steps':^41}", head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['setup']:8} {r['rule']:16} {r['lr']:>5g} | {r['gain_1']:10.4g} "
+                     f"{r['drift_batch_1']:14.3e} {r['drift_unseen_1']:15.3e} | {r['gain_n']:10.4g} "
+                     f"{r['drift_batch_n']:14.3e} {r['drift_unseen_n']:15.3e}")
+    lines.append("")
+    lines.append("What each rule guarantees for out1:")
+    for rule in dict.fromkeys(r["rule"] for r in rows):
+        lines.append(f"  {rule:16} {RULES[rule].guarantee if rule in RULES else ''}")
+    return "\n".join(lines)
+
+
+def format_capacity(res):
+    """``splitting.out2_capacity`` as text: what out2 can still learn under each kind of splitting."""
+    steps = len(res["steps"]) - 1
+    lines = [f"Teaching out2 a new function ({res['target']}) on {res['n']} inputs, {steps} steps, "
+             f"holding out1:",
+             f"{'variant':16} {'out2 MSE':>9} -> {'final':>9} {'|dout1| batch':>14} "
+             f"{'|dout1| unseen':>15} {'params moved':>13}"]
+    for name in ("naive", "freeze", "heads", "towers", "project+restore"):
+        r = res[name]
+        lines.append(f"{name:16} {r['mse'][0]:9.4f} -> {r['mse'][-1]:9.4f} {r['drift_batch']:14.3e} "
+                     f"{r['drift_unseen']:15.3e} {r['n_moved']:>6} of {r['n_params']:<4}")
+    return "\n".join(lines)
+
+
+def format_replay(rows, precision=4):
+    """``answer_replay.replay_answer`` as the script prints it (hidden, out, loss, loss2), plus
+    the change of out1."""
+    lines = []
+    with np.printoptions(precision=precision, suppress=True, linewidth=100):
+        for r in rows:
+            if r["op"] == "initial":
+                title = "initial state"
+            else:
+                vl = f"var_list={r['var_list']}" if r["var_list"] else "all variables"
+                title = f"after {r['op']}: minimize {r['loss_name']}, {vl}"
+            lines += [f"== {title}", f"hidden =\n{r['hidden']}", f"out =\n{r['out']}",
+                      f"loss = {r['loss']:.6f}   loss2 = {r['loss2']:.6f}"]
+            if r["op"] != "initial":
+                d = np.max(np.abs(r["d_out1"]))
+                verdict = "out1 unchanged, bit for bit" if d == 0.0 else "out1 MOVED"
+                lines.append(f"max |change of out1| = {d:.3e}   -> {verdict}")
+            lines.append("")
+    lines.append("Verdict: the mask alone does not hold out1. train_op2 keeps it fixed only because "
+                 "var_list = [W2, b2] also freezes the shared layer W1, b1; the same masked loss "
+                 "on all variables moves out1.")
+    return "\n".join(lines)
+
+
+def format_guarantees(measured):
+    """``table.measured_guarantees`` as a table: one row per rule, batch and unseen per setup."""
+    setups = list(dict.fromkeys(s for s, _ in measured))
+    rules = list(dict.fromkeys(r for _, r in measured))
+
+    def cell(label, slope):
+        return label if slope is None else f"{label} ({slope:.2f})"
+
+    head = f"{'rule':16}" + "".join(f" | {s + ' batch':>20} {s + ' unseen':>20}" for s in setups)
+    lines = [head, "-" * len(head)]
+    for rule in rules:
+        lines.append(f"{rule:16}" + "".join(
+            f" | {cell(*measured[(s, rule)]['batch']):>20} {cell(*measured[(s, rule)]['unseen']):>20}"
+            for s in setups))
+    return "\n".join(lines)

@@ -1,0 +1,156 @@
+"""The slow work done in other processes, started as soon as the tests are collected: every
+tutorial script, and the figures from an installed wheel. They run on the second core while this
+process works through the other tests; the tests that read them wait for them (``result``).
+
+Only what the collected tests need is started: ``pytest tests/test_fits.py`` starts nothing.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TUTORIALS = sorted((ROOT / "tutorials").glob("[0-9][0-9]_*.py"))
+
+_started = {}
+_folders = []
+
+
+def tutorial_env():
+    """Headless, this checkout's mlp_ref, and one BLAS thread: the tutorials' matrices are tiny,
+    and when several processes share two cores, OpenBLAS threads spinning on an 8 x 8 or
+    32 x 32 eigh can make it ten times slower than one thread."""
+    return dict(os.environ, MPLBACKEND="Agg", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+                MKL_NUM_THREADS="1",
+                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class _Tutorials:
+    """Every tutorial, run once, headless, all at the same time."""
+
+    def __init__(self, folder):
+        self.procs = {}
+        for p in TUTORIALS:
+            out, err = open(folder / f"{p.stem}.out", "w+"), open(folder / f"{p.stem}.err", "w+")
+            proc = subprocess.Popen([sys.executable, str(p)], stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=err, text=True, env=tutorial_env(), cwd=ROOT)
+            self.procs[p.name] = (proc, out, err)
+
+    def result(self):
+        """name -> Run."""
+        runs = {}
+        for name, (proc, out, err) in self.procs.items():
+            proc.wait(timeout=600)
+            texts = []
+            for f in (out, err):
+                f.seek(0)
+                texts.append(f.read())
+                f.close()
+            runs[name] = Run(proc.returncode, *texts)
+        return runs
+
+    def stop(self):
+        for proc, _, _ in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+
+
+def wheel_figures(tmp):
+    """Build the wheel from a copy of the sources, install it into a fresh virtual environment
+    that sees numpy and matplotlib but not this checkout, and run ``python -m mlp_ref figures``
+    there from an empty folder: every figure, so that it is also the second run of each.
+    Returns (folder of PNGs, stdout, the mlp_ref it imported, its console script)."""
+    src, dist, venv, cwd, out = (tmp / name for name in ("src", "dist", "venv", "cwd", "out"))
+    src.mkdir()
+    for name in ("setup.cfg", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "mlp_ref", src / "mlp_ref", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(MPLBACKEND="Agg", PIP_DISABLE_PIP_VERSION_CHECK="1")
+
+    def run(*cmd, **kw):
+        return subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, timeout=600, **kw)
+
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(dist), str(src))
+    wheel, = dist.glob("mlp_ref-*.whl")
+    run(sys.executable, "-m", "venv", "--without-pip", str(venv))
+    python = str(venv / "bin" / "python")
+    site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
+    run(sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(site), str(wheel))
+    # numpy and matplotlib from this interpreter's site-packages: a .pth line adds that folder
+    # to sys.path without running its own .pth files (so no editable install of this checkout)
+    import matplotlib
+    import numpy
+    deps = {str(Path(m.__file__).parents[1]) for m in (numpy, matplotlib)}
+    (site / "deps.pth").write_text("\n".join(sorted(deps)) + "\n")
+    cwd.mkdir()
+    where = run(python, "-c", "import mlp_ref; print(mlp_ref.__file__)", cwd=cwd).stdout.strip()
+    script = run(python, "-c", "from importlib.metadata import distribution; print([e.value for e in "
+                 "distribution('mlp-ref').entry_points if e.name == 'mlp-ref'])", cwd=cwd).stdout.strip()
+    res = run(python, "-m", "mlp_ref", "figures", "--out", str(out), cwd=cwd)
+    return out, res.stdout, where, script
+
+
+class _Wheel:
+    """``wheel_figures`` in a thread (its work is in child processes)."""
+
+    def __init__(self, folder):
+        self.outcome = {}
+        self.thread = threading.Thread(target=self._run, args=(folder,), daemon=True)
+        self.thread.start()
+
+    def _run(self, folder):
+        try:
+            self.outcome["result"] = wheel_figures(folder)
+        except subprocess.CalledProcessError as exc:
+            self.outcome["error"] = f"{exc.cmd}: {exc.stderr[-3000:]}"
+
+    def result(self):
+        """{"result": wheel_figures(...)} or {"error": what failed}."""
+        self.thread.join(timeout=900)
+        return self.outcome
+
+    def stop(self):
+        pass
+
+
+_JOBS = {"test_tutorials.py": ("tutorials", _Tutorials), "test_figures.py": ("wheel", _Wheel)}
+
+
+def start(test_files):
+    """Start the jobs that the collected test files (their names) read."""
+    for file, (name, job) in _JOBS.items():
+        if file in test_files and name not in _started:
+            folder = Path(tempfile.mkdtemp(prefix=f"mlp-ref-{name}-"))
+            _folders.append(folder)
+            _started[name] = job(folder)
+
+
+_results = {}
+
+
+def result(name):
+    """The result of a started job (started now if it was not: a test run on its own)."""
+    if name not in _results:
+        if name not in _started:
+            start({file for file, (job, _) in _JOBS.items() if job == name})
+        _results[name] = _started[name].result()
+    return _results[name]
+
+
+def stop():
+    for job in _started.values():
+        job.stop()
+    for folder in _folders:
+        shutil.rmtree(folder, ignore_errors=True)

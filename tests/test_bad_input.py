@@ -1,0 +1,203 @@
+"""Bad input, in one table: every wrong argument to every public entry point raises ValueError
+or TypeError whose message starts with the argument's name, then says what was expected and what
+came; and an input that is unusual but right is accepted."""
+import numpy as np
+import pytest
+
+import mlp_ref as mr
+from mlp_ref import data, fixes, gradcheck, losses, optim
+from mlp_ref.setups import seed_setup
+
+from _nets import X5, direction, net342, record342, torn_record
+
+NET, X, _ = seed_setup()
+G = np.array([0.0, -1.0])
+REF = NET(X)[:, 0]
+
+BAD_INPUTS = [
+    # MLP(...)
+    ("sizes-str", lambda: mr.MLP("3,4,2"), TypeError, r"sizes: expected a list"),
+    ("sizes-int", lambda: mr.MLP(3), TypeError, r"sizes: expected a list"),
+    ("sizes-set", lambda: mr.MLP({3, 2}), TypeError, r"sizes: expected a list"),
+    ("sizes-2d", lambda: mr.MLP([[3, 4, 2]]), TypeError, r"sizes: expected a list"),
+    ("sizes-one", lambda: mr.MLP([3]), ValueError, r"sizes: expected at least two"),
+    ("sizes-zero", lambda: mr.MLP([3, 0, 2]), ValueError, r"sizes\[1\]: expected a whole number >= 1, got 0"),
+    ("sizes-negative", lambda: mr.MLP([3, -4, 2]), ValueError, r"sizes\[1\]: .* got -4"),
+    ("sizes-float", lambda: mr.MLP([3, 3.5, 2]), TypeError,
+     r"sizes\[1\]: expected a whole number .* got float 3.5"),
+    ("sizes-bool", lambda: mr.MLP([3, True]), TypeError, r"sizes\[1\]: .* got bool True"),
+    ("sizes-str-item", lambda: mr.MLP([3, "4"]), TypeError, r"sizes\[1\]: "),
+    ("hidden-unknown", lambda: net342(hidden="swish"), ValueError,
+     r"hidden: unknown activation 'swish'; known: identity, relu, sigmoid, tanh"),
+    ("hidden-list-length", lambda: mr.MLP([3, 4, 4, 2], hidden=["tanh"]), ValueError,
+     r"hidden: expected one activation name per hidden layer \(2 "),
+    ("hidden-list-item", lambda: mr.MLP([3, 4, 4, 2], hidden=["tanh", 3]), TypeError, r"hidden\[1\]: "),
+    ("output-unknown", lambda: net342(output="softmax"), ValueError, r"output: unknown activation"),
+    ("output-none", lambda: net342(output=None), TypeError, r"output: expected an activation name"),
+    ("init_std-negative", lambda: net342(init_std=-0.1), ValueError, r"init_std: expected a number >= 0"),
+    ("init_std-nan", lambda: net342(init_std=np.nan), ValueError, r"init_std: expected a finite number"),
+    ("init_std-inf", lambda: net342(init_std=np.inf), ValueError, r"init_std: expected a finite number"),
+    ("init_std-str", lambda: net342(init_std="0.1"), TypeError, r"init_std: expected a real number"),
+    ("seed-negative", lambda: net342(seed=-1), ValueError, r"seed: expected a whole number >= 0 or None"),
+    ("seed-float", lambda: net342(seed=1.5), TypeError, r"seed: "),
+    ("dtype-float16", lambda: net342(dtype=np.float16), ValueError,
+     r"dtype: expected np.float64 or np.float32"),
+    ("dtype-junk", lambda: net342(dtype="nonsense"), TypeError, r"dtype: expected np.float64 or np.float32"),
+    # forward(X)
+    ("X-1d-one-sample", lambda: net342().forward(np.ones(3)), ValueError,
+     r"X: expected a 2-D array of shape \(n, 3\), got 1-D .*X\.reshape\(1, -1\)"),
+    ("X-1d-wrong-length", lambda: net342().forward(np.ones(5)), ValueError,
+     r"X: expected a 2-D array .*needs 3 values, not 5"),
+    ("X-1d-one-column", lambda: mr.MLP([1, 2]).forward(np.ones(5)), ValueError, r"X: .*X\.reshape\(-1, 1\)"),
+    ("X-3d", lambda: net342().forward(np.ones((5, 3, 1))), ValueError, r"X: expected a 2-D array"),
+    ("X-scalar", lambda: net342().forward(1.0), ValueError, r"X: expected a 2-D array"),
+    ("X-no-rows", lambda: net342().forward(np.ones((0, 3))), ValueError, r"X: expected at least one row"),
+    ("X-width", lambda: net342().forward(np.ones((5, 4))), ValueError,
+     r"X: expected 3 input columns \(shape \(n, 3\)\), got shape \(5, 4\)"),
+    ("X-nan", lambda: net342().forward([[0.0, np.nan, 1.0]]), ValueError,
+     r"X: expected finite values, got nan at index \(0, 1\)"),
+    ("X-inf", lambda: net342().forward(np.full((2, 3), -np.inf)), ValueError, r"X: expected finite .*6 such"),
+    ("X-str-array", lambda: net342().forward(np.array([["1", "2", "3"]])), TypeError,
+     r"X: expected a numeric array"),
+    ("X-object", lambda: net342().forward(np.array([[1, None, 2]], dtype=object)), TypeError,
+     r"X: expected a numeric array"),
+    ("X-complex", lambda: net342().forward(np.ones((2, 3)) * 1j), TypeError, r"X: expected real numbers"),
+    ("X-none", lambda: net342().forward(None), TypeError, r"X: expected a numeric array"),
+    ("X-ragged", lambda: net342().forward([[1, 2, 3], [4, 5]]), TypeError, r"X: expected a numeric array"),
+    ("X-too-big-for-float32", lambda: net342(dtype=np.float32).forward([[1e300, 0, 0]]), ValueError,
+     r"X: expected values that fit in float32 .* got 1e\+300"),
+    # backward(record, G)
+    ("record-not-forward", lambda: net342().backward("fwd", [0, 1]), TypeError,
+     r"record: expected the Forward record returned by net.forward\(X\)"),
+    ("record-other-widths", lambda: net342().backward(mr.MLP([3, 5, 2]).forward(X5), [0, 1]), ValueError,
+     r"record: expected a forward record of a network with sizes \[3, 4, 2\], "
+     r"got one with widths \[3, 5, 2\]"),
+    ("record-deeper", lambda: net342().backward(mr.MLP([3, 4, 2, 2]).forward(X5), [0, 1]), ValueError,
+     r"record: expected a forward record of a network with sizes \[3, 4, 2\]"),
+    ("record-by-hand", lambda: net342().backward(mr.Forward(X=X5), [0, 1]), ValueError,
+     r"record: expected a forward record .*got a keys \[\] and z keys \[\]"),
+    ("record-torn", lambda: net342().backward(torn_record(), [0, 1]), ValueError,
+     r"record: expected every stage of shape \(n, width\) with the n = 5 rows of a0"),
+    ("G-shape", lambda: net342().backward(record342(), np.ones((5, 3))), ValueError,
+     r"G: expected shape \(5, 2\) or \(2,\), got shape \(5, 3\)"),
+    ("G-transposed", lambda: net342().backward(record342(), np.ones((2, 5))), ValueError,
+     r"G: .*transposed\? G\.T"),
+    ("G-nan", lambda: net342().backward(record342(), [0.0, np.nan]), ValueError,
+     r"G: expected finite values"),
+    ("G-str", lambda: net342().backward(record342(), "up"), TypeError, r"G: expected a numeric array"),
+    # gradient(X, G)
+    ("gradient-X", lambda: net342().gradient(np.ones(3), [0, 1]), ValueError, r"X: "),
+    ("gradient-G", lambda: net342().gradient(X5, [0, 1, 2]), ValueError, r"G: "),
+    # step(D, lr)
+    ("lr-zero", lambda: net342().step(direction(net342()), 0.0), ValueError, r"lr: expected a number > 0"),
+    ("lr-negative", lambda: net342().step(direction(net342()), -0.1), ValueError,
+     r"lr: expected a number > 0"),
+    ("lr-nan", lambda: net342().step(direction(net342()), np.nan), ValueError,
+     r"lr: expected a finite number"),
+    ("lr-str", lambda: net342().step(direction(net342()), "0.1"), TypeError, r"lr: expected a real number"),
+    ("lr-bool", lambda: net342().step(direction(net342()), True), TypeError, r"lr: expected a real number"),
+    ("lr-overflows-float32", lambda: net342(dtype=np.float32).step(direction(net342()), 1e300), ValueError,
+     r"lr: expected a value representable in float32"),
+    ("lr-update-overflows", lambda: net342().step(direction(net342(), W2=np.full((4, 2), 1e300)), 1e300),
+     ValueError, r"lr: theta - lr \* D would make W2 overflow"),
+    ("D-not-dict", lambda: net342().step([1, 2], 0.1), TypeError, r"D: expected a dict like params"),
+    ("D-unknown-key", lambda: net342().step(direction(net342(), W3=np.ones(2)), 0.1), ValueError,
+     r"D: unknown keys \['W3'\]"),
+    ("D-missing-key", lambda: net342().step({"W1": np.ones((3, 4))}, 0.1), ValueError,
+     r"D: missing keys \['b1', 'W2', 'b2'\]"),
+    ("D-shape", lambda: net342().step(direction(net342(), W1=np.ones((4, 3))), 0.1), ValueError,
+     r"D\['W1'\]: expected shape \(3, 4\), got shape \(4, 3\)"),
+    ("D-nan", lambda: net342().step(direction(net342(), b1=np.full(4, np.nan)), 0.1), ValueError,
+     r"D\['b1'\]: expected finite values"),
+    # losses
+    ("mse-out-1d", lambda: losses.mse(np.ones(4), np.ones(4)), ValueError,
+     r"out: expected a 2-D array of shape \(n, K\).*out\.reshape\(-1, 1\)"),
+    ("mse-y-shape", lambda: losses.mse(np.ones((4, 2)), np.ones((2, 4))), ValueError,
+     r"y: expected the shape of out \(4, 2\), got shape \(2, 4\)"),
+    ("mse-y-nan", lambda: losses.mse(np.ones((1, 2)), [[np.nan, 0]]), ValueError, r"y: expected finite"),
+    ("mse-out-str", lambda: losses.mse("out", np.ones((1, 2))), TypeError, r"out: expected a numeric array"),
+    ("masked-mask-values", lambda: losses.masked_mse(np.ones((2, 2)), np.ones((2, 2)), [0.5, 1]), ValueError,
+     r"mask: expected only 0s and 1s"),
+    ("masked-mask-shape", lambda: losses.masked_mse(np.ones((2, 2)), np.ones((2, 2)), [1, 0, 1]), ValueError,
+     r"mask: expected shape \(2, 2\) or \(2,\)"),
+    ("masked-mask-nan", lambda: losses.masked_mse(np.ones((2, 2)), np.ones((2, 2)), [np.nan, 1]), ValueError,
+     r"mask: expected finite"),
+    # data
+    ("seed_data-n-zero", lambda: data.seed_data(n=0), ValueError, r"n: expected a whole number >= 1"),
+    ("seed_data-n-float", lambda: data.seed_data(n=2.5), TypeError, r"n: expected a whole number"),
+    ("seed_data-noise", lambda: data.seed_data(noise=-0.01), ValueError, r"noise: expected a number >= 0"),
+    ("seed_data-seed", lambda: data.seed_data(seed=-3), ValueError, r"seed: expected a whole number >= 0"),
+    ("probe-n-bool", lambda: data.probe_inputs(n=True), TypeError, r"n: expected a whole number"),
+    ("probe-seed-str", lambda: data.probe_inputs(seed="1"), TypeError, r"seed: expected a whole number"),
+    # gradcheck.check
+    ("check-float32", lambda: gradcheck.check(net342(dtype=np.float32), X5, [0, 1]), ValueError,
+     r"net: gradient checking needs a float64 network"),
+    ("check-X", lambda: gradcheck.check(net342(), X5[:, :2], [0, 1]), ValueError,
+     r"X: expected 3 input columns"),
+    ("check-G", lambda: gradcheck.check(net342(), X5, [[0, 1]]), ValueError, r"G: expected shape \(5, 2\)"),
+    ("check-h", lambda: gradcheck.check(net342(), X5, [0, 1], h=0), ValueError, r"h: expected a number > 0"),
+    ("check-tol", lambda: gradcheck.check(net342(), X5, [0, 1], tol=np.inf), ValueError,
+     r"tol: expected a finite"),
+    # fixes and optim
+    ("naive X 1-D", lambda: fixes.naive(NET, X[0], G), ValueError, r"X:"),
+    ("naive X width", lambda: fixes.naive(NET, X[:, :2], G), ValueError, r"X:"),
+    ("naive X NaN", lambda: fixes.naive(NET, np.where(X > 0.9, np.nan, X), G), ValueError, r"X:"),
+    ("naive X strings", lambda: fixes.naive(NET, [["a", "b", "c"]], G), TypeError, r"X:"),
+    ("naive G shape", lambda: fixes.naive(NET, X, [0.0, -1.0, 2.0]), ValueError, r"G:"),
+    ("naive G rows", lambda: fixes.naive(NET, X, np.zeros((3, 2))), ValueError, r"G:"),
+    ("naive G inf", lambda: fixes.naive(NET, X, [0.0, np.inf]), ValueError, r"G:"),
+    ("masked mask shape", lambda: fixes.masked(NET, X, G, [1, 0, 1]), ValueError, r"mask:"),
+    ("masked mask values", lambda: fixes.masked(NET, X, G, [0.5, 1]), ValueError, r"mask:"),
+    ("freeze unknown name", lambda: fixes.freeze(NET, X, G, trainable=["W3"]), ValueError, r"trainable:"),
+    ("freeze not a list", lambda: fixes.freeze(NET, X, G, trainable=3), TypeError, r"trainable:"),
+    ("project keep empty", lambda: fixes.project(NET, X, G, keep=[]), ValueError, r"keep:"),
+    ("project keep range", lambda: fixes.project(NET, X, G, keep=[2]), ValueError, r"keep:"),
+    ("project keep negative", lambda: fixes.project(NET, X, G, keep=[-1]), ValueError, r"keep:"),
+    ("project keep repeated", lambda: fixes.project(NET, X, G, keep=[0, 0]), ValueError, r"keep:"),
+    ("project keep float", lambda: fixes.project(NET, X, G, keep=[0.0]), TypeError, r"keep:"),
+    ("project keep_X width", lambda: fixes.project(NET, X, G, keep_X=np.zeros((4, 2))), ValueError, r"keep_X:"),
+    ("project rcond", lambda: fixes.project(NET, X, G, rcond=-1.0), ValueError, r"rcond:"),
+    ("project refine", lambda: fixes.project(NET, X, G, refine=-1), ValueError, r"refine:"),
+    ("penalty lam", lambda: fixes.penalty(NET, X, G, lam=-1.0), ValueError, r"lam:"),
+    ("penalty ref shape", lambda: fixes.penalty(NET, X, G, ref=np.zeros(3)), ValueError, r"ref:"),
+    ("penalty ref NaN", lambda: fixes.penalty(NET, X, G, ref=np.full(8, np.nan)), ValueError, r"ref:"),
+    ("span keep", lambda: fixes.span_project(NET, X, G, keep=[5]), ValueError, r"keep:"),
+    ("nullspace D key", lambda: fixes.nullspace(NET, {"W1": np.zeros((3, 4))}, X), ValueError, r"D:"),
+    ("nullspace D shape", lambda: fixes.nullspace(
+    NET, {k: np.zeros(3) for k in NET.params}, X), ValueError, r"D\["),
+    ("restore tol", lambda: fixes.restore(NET.copy(), X, REF, tol=0.0), ValueError, r"tol:"),
+    ("restore max_iter", lambda: fixes.restore(NET.copy(), X, REF, max_iter=0), ValueError, r"max_iter:"),
+    ("restore max_iter float", lambda: fixes.restore(NET.copy(), X, REF, max_iter=2.5), TypeError, r"max_iter:"),
+    ("restore ref shape", lambda: fixes.restore(NET.copy(), X, REF[:3]), ValueError, r"ref:"),
+    ("restore keep_X", lambda: fixes.restore(NET.copy(), X[:, :1], REF), ValueError, r"keep_X:"),
+    ("adam lr", lambda: optim.Adam(0.0), ValueError, r"lr:"),
+    ("adam order", lambda: optim.Adam(0.1, order="sideways"), ValueError, r"order:"),
+    ("momentum beta", lambda: optim.Momentum(0.1, beta=1.0), ValueError, r"beta:"),
+    # save / load
+    ("save-path", lambda: net342().save(3), TypeError, r"path: expected a file path"),
+    ("load-path", lambda: mr.MLP.load(None), TypeError, r"path: expected a file path"),
+]
+
+
+@pytest.mark.parametrize("call, exc, pattern", [c[1:] for c in BAD_INPUTS],
+                         ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_names_the_argument(call, exc, pattern):
+    with pytest.raises(exc, match="^" + pattern):
+        call()
+
+
+def test_good_unusual_inputs_are_accepted():
+    # NumPy ints for sizes and seed, tuples, integer and bool arrays as X, one-row batches
+    net = mr.MLP((np.int64(3), np.int32(4), 2), seed=np.uint8(3))
+    assert net.sizes == [3, 4, 2] and type(net.sizes[0]) is int
+    assert net.forward(np.arange(3).reshape(1, 3)).output.shape == (1, 2)
+    assert net.forward(np.ones((2, 3), dtype=bool)).output.dtype == np.float64
+    assert net(np.ones((1, 3), dtype=np.float32)).dtype == np.float64
+    assert losses.masked_mse(np.ones((2, 2)), np.ones((2, 2)), np.array([True, False]))[0] >= 0
+
+
+def test_a_rejected_restore_changes_nothing():
+    net = NET.copy()
+    with pytest.raises(ValueError):
+        fixes.restore(net, X, REF[:3])
+    assert all(np.array_equal(net.params[k], NET.params[k]) for k in net.params)

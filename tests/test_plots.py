@@ -1,0 +1,117 @@
+"""Every plot function: returns a Figure with the expected axes, draws into the caller's axes,
+states a takeaway, leaks no style, and draws exactly the data it is handed."""
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from mlp_ref import plots
+from mlp_ref.measurements import projection, projection_cost, question
+from mlp_ref.setups import G_QUESTION, seed_setup
+
+
+@pytest.fixture(scope="module")
+def stages_result():
+    net, X, _ = seed_setup()
+    return question.backprop_stages(net, X, G_QUESTION)
+
+
+@pytest.fixture(scope="module")
+def geometry():
+    return projection.projection_geometry(grid=41)
+
+
+@pytest.fixture(scope="module")
+def effect():
+    net, X, _ = seed_setup()
+    return question.naive_step_effect(net, X, G_QUESTION)
+
+
+def test_the_question_plots_have_their_axes(stages_result, effect):
+    assert len(plots.seed_problem(effect).axes) == 3
+    assert len(plots.backprop_stages(stages_result).axes) == 9
+    assert len(plots.backprop_stages(stages_result, forward=True).axes) == 9 + 5
+    assert len(plots.backprop_stages(stages_result, zeroed=stages_result["zeroed"]).axes) == 9
+
+
+def test_every_fix_plot_has_its_axes_and_a_takeaway(drift_results, trajectories, slice_result,
+                                                     order_result, geometry):
+    kernels = [question.tangent_kernel("seed"), question.tangent_kernel("visible")]
+    cost = projection_cost.projection_cost_data(projection_cost.load())
+    expected = [
+        (plots.network_fixes(question.weight_changes("seed")), 4 + 1),   # a panel per fix, a bar
+        (plots.tangent_kernel(kernels), 2 * 4 + 2),             # 2 setups x 4 panels, 2 bars
+        (plots.drift_vs_lr(drift_results), 2),
+        (plots.trajectories(trajectories), 5),                  # 2 broken axes (2 each), gain
+        (plots.pareto(trajectories), 4),                        # 2 broken axes (2 each)
+        (plots.heldout_drift(slice_result), 4 + 1),
+        (plots.optimizer_order(order_result), 3),
+        (plots.projection_geometry(geometry), 2),
+        (plots.projection_cost(cost), 2),
+    ]
+    for fig, n_axes in expected:
+        assert isinstance(fig, Figure) and len(fig.axes) == n_axes
+        assert fig.get_suptitle()                               # every figure states its takeaway
+        assert fig.get_figwidth() * fig.dpi >= 1000
+
+
+def test_titles_state_the_data_they_draw(trajectories):
+    fig = plots.trajectories(dict(trajectories, n_probe=17, lr=0.125))
+    titles = [ax.get_title() for ax in fig.axes]
+    assert "out1 drift on 17 unseen inputs" in titles and "lr = 0.125" in fig.get_suptitle()
+    assert not any("256" in t for t in titles)
+
+
+def test_plot_functions_draw_into_given_axes(stages_result, effect, geometry, trajectories,
+                                             order_result):
+    fig = Figure()
+    axes = fig.subplots(1, 3)
+    assert plots.seed_problem(effect, axes=axes) is fig
+    sub = Figure().subfigures(1, 2)[1]
+    assert plots.backprop_stages(stages_result, axes=sub.subplots(1, 9)) is sub.figure   # the root
+    assert plots.optimizer_order(order_result, axes=Figure().subplots(1, 3)).axes
+    assert plots.pareto(trajectories, axes=Figure().subplots(1, 4)).axes
+    cost = projection_cost.projection_cost_data(projection_cost.load())
+    one = Figure()
+    assert plots.projection_cost(cost, axes=one.subplots()) is one and len(one.axes) == 1
+    with pytest.raises(ValueError, match="^axes: expected 2"):
+        plots.projection_geometry(geometry, axes=axes)
+    with pytest.raises(ValueError, match="^axes: expected 5"):
+        plots.trajectories(trajectories, axes=Figure().subplots(1, 2))
+
+
+def test_plot_style_does_not_leak(geometry):
+    import matplotlib
+    before = matplotlib.rcParams["font.size"]
+    plots.projection_geometry(geometry)
+    assert matplotlib.rcParams["font.size"] == before
+
+
+def test_palette_keeps_every_fix_and_has_a_marker_for_each():
+    assert set(plots.PALETTE) == {"naive", "masked", "freeze", "heads", "towers", "project",
+                                  "project+restore", "penalty", "span"}
+    assert set(plots.MARKERS) == set(plots.PALETTE)
+    assert len(set(plots.PALETTE.values())) == len(plots.PALETTE)
+
+
+def test_an_exact_zero_is_drawn_on_the_zero_row(drift_results):
+    fig = plots.drift_vs_lr(drift_results)
+    freeze = [l for l in fig.axes[0].get_lines() if l.get_label().startswith("freeze")]
+    assert len(freeze) == 1 and np.all(freeze[0].get_ydata() == plots.ZERO_FLOOR)
+    box = [t.get_text() for t in fig.axes[0].texts if t.get_text().startswith("fitted slopes")]
+    slope = drift_results[0]["orders"]["project"]["batch"][1]
+    assert len(box) == 1 and f"project: {slope:.2f}" in box[0]
+
+
+def test_stage_formulas_are_written_as_on_the_board(stages_result):
+    from mlp_ref.plots.question import board
+    formulas = {name: board(f) for name, f in stages_result["formulas"].items()}
+    assert formulas["dW2"] == "a1\u1d40 dz2" and formulas["db1"] == "\u03a3\u1d62 dz1"
+    assert formulas["dz1"] == "da1 \u2299 \u03c3\u2032(z1)" and formulas["da0"] == "dz1 W1\u1d40"
+    assert formulas["dz2"] == "dout" and formulas["z1"] == "a0 W1 + b1" and formulas["a2"] == "id(z2)"
+
+
+def test_the_projection_cost_takeaway_is_the_datas():
+    cost = projection_cost.projection_cost_data(projection_cost.load())
+    title = plots.projection_cost(cost).get_suptitle()
+    assert f"at n = {cost['largest_dense_n']} constraints" in title
+    assert f"{cost['speedup']:.0f}x faster" in title and f"{cost['memory_ratio']:.0f}x less memory" in title
