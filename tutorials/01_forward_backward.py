@@ -128,7 +128,7 @@ print("\nmax |delta out1 - (a1_after - a1_before) @ W2[:, 0]| =",
       f"{np.max(np.abs(d_out[:, 0] - d_hidden)):.1e}   (round-off)")
 print(f"delta out2 from {d_out[:, 1].min():.3f} to {d_out[:, 1].max():.3f};"
       f"  |delta out1| from {np.abs(d_out[:, 0]).min():.2e} to {np.abs(d_out[:, 0]).max():.2e}")
-figure("seed_problem", {"before": record.output, "after": after.output, "delta": d_out, "lr": LR})
+figure("seed_problem", question.naive_step_effect(net, X, G_QUESTION, lr=LR))     # the same step
 
 # %% [markdown]
 # ## 7. Drift is proportional to the step size

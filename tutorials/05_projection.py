@@ -94,7 +94,7 @@ print(f"max |J1 D_pinv| = {np.max(np.abs(J @ D_pinv)):.1e}   max |J1 g| = {np.ma
 # Ten times smaller a step, a hundred times smaller a drift, but never zero.
 
 # %%
-steps = {name: drift.one_step(name, rules=["naive", "project"], lrs=LRS)
+steps = {name: drift.one_step(name, rules=["naive", "project"], lrs=LRS, slope_max_lr=LRS[-1])
          for name in ("seed", "visible")}
 for name, res in steps.items():
     print(f"\n{name}: max |change of out1| on the batch after one step")
