@@ -41,15 +41,16 @@ import numpy as np
 from . import _checks, fixes, jacobian
 from .fixes import RestoreReport
 from .jacobian import check_keep, default_rcond, kept_eigenvalues
-from .network import MLP, check_lr, check_writable, overflow_error
+from .network import MLP, check_inputs, check_lr, check_writable, overflow_error
 
 
 # -- the gradient ---------------------------------------------------------------------------
 def forward(net, X):
-    """The forward record (z, a) as two dicts l -> array: ``net.forward(X)`` with z_l = a @ W_l, then z_l += b_l in place (the reference's a @ W + b
-    allocates the product and then the sum: one array of (n, n_l) more per layer). Same bits:
-    both round the product, then the sum. The identity output's a_L is z_L itself (no copy)."""
-    X = _checks.matrix("X", X, net.dtype, width=net.sizes[0], width_name="input columns")
+    """The forward record (z, a) as two dicts l -> array: ``net.forward(X)``, with z_l = a @ W_l
+    and then z_l += b_l in place (the reference's a @ W + b allocates the product and then the
+    sum: one (n, n_l) array more per layer). Same bits: both round the product, then the sum.
+    The identity output's a_L is z_L itself (no copy)."""
+    X = check_inputs(net, X)
     z, a = {}, {0: np.ascontiguousarray(X)}         # the layout the reference's copy has
     for l in range(1, net.depth + 1):
         z[l] = a[l - 1] @ net.params[f"W{l}"]
@@ -397,7 +398,7 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     if not isinstance(net, MLP):
         return fixes.nullspace(net, D, keep_X, keep, rcond, refine)
     D = _checks.param_dict("D", D, net.param_shapes, net.dtype)
-    keep_X = fixes.check_X(net, keep_X, "keep_X")
+    keep_X = check_inputs(net, keep_X, "keep_X")
     rcond, refine = fixes.check_rcond(rcond), fixes.check_refine(refine)
     keep = check_keep(keep, net.sizes[-1])
     J = Jacobian.from_record(net, *forward(net, keep_X), keep)
@@ -435,7 +436,7 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
         return fixes.project(net, X, G, keep, keep_X, rcond, refine)
     X, G = fixes.check_XG(net, X, G)
     if keep_X is not None:
-        keep_X = fixes.check_X(net, keep_X, "keep_X")
+        keep_X = check_inputs(net, keep_X, "keep_X")
         if not np.array_equal(keep_X, X):
             return nullspace(net, gradient(net, X, G), keep_X, keep, rcond, refine)
     rcond, refine = fixes.check_rcond(rcond), fixes.check_refine(refine)

@@ -31,7 +31,7 @@ import numpy as np
 
 from . import _checks, jacobian
 from .jacobian import GramSolver, check_keep, flatten, unflatten
-from .network import Model
+from .network import Model, check_inputs
 
 
 def check_net(net):
@@ -42,14 +42,9 @@ def check_net(net):
     return net
 
 
-def check_X(net, X, name="X"):
-    """X (or keep_X) as a finite (n, d) array of the network's dtype."""
-    return _checks.matrix(name, X, net.dtype, width=net.sizes[0], width_name="input columns")
-
-
 def check_XG(net, X, G):
     """(X, G) checked: X (n, d) and G (n, K) or (K,)."""
-    X = check_X(check_net(net), X)
+    X = check_inputs(check_net(net), X)
     G = _checks.rows_or_vector("G", G, net.dtype, X.shape[0], net.sizes[-1])
     return X, G
 
@@ -67,14 +62,6 @@ def check_rcond(rcond):
 def check_refine(refine):
     """A whole number of refinement passes >= 0 (None: the default, 1)."""
     return 1 if refine is None else _checks.positive_int("refine", refine, minimum=0)
-
-
-def check_mask(mask, shape, dtype):
-    """A 0/1 mask of shape (K,) or (n, K), as an (n, K) array."""
-    mask = _checks.rows_or_vector("mask", mask, dtype, *shape)
-    if not np.all((mask == 0) | (mask == 1)):
-        raise ValueError(f"mask: expected only 0s and 1s, got values {np.unique(mask)}")
-    return mask
 
 
 def check_trainable(net, trainable):
@@ -125,7 +112,7 @@ def masked(net, X, G, mask):
     the tool for a missing label, not for invariance.
     """
     X, G = check_XG(net, X, G)
-    mask = check_mask(mask, G.shape, net.dtype)
+    mask = _checks.mask("mask", mask, net.dtype, *G.shape)
     return net.gradient(X, mask * G)
 
 
@@ -157,7 +144,7 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     is O(lr) in general. Among all directions with J_1 . D = 0, D is the closest to g.
     """
     X, G = check_XG(net, X, G)
-    keep_X = X if keep_X is None else check_X(net, keep_X, "keep_X")
+    keep_X = X if keep_X is None else check_inputs(net, keep_X, "keep_X")
     return nullspace(net, net.gradient(X, G), keep_X, keep, rcond, refine)
 
 
@@ -178,7 +165,7 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     """
     net = check_net(net)
     D = _checks.param_dict("D", D, net.param_shapes, net.dtype)
-    keep_X = check_X(net, keep_X, "keep_X")
+    keep_X = check_inputs(net, keep_X, "keep_X")
     rcond, refine = check_rcond(rcond), check_refine(refine)
     J = jacobian.of(net, keep_X, keep)
     solve = GramSolver(J.gram(), rcond)                   # (J J^T)^+
@@ -202,7 +189,7 @@ def project_dense(net, X, G, keep=(0,), keep_X=None):
     what ``project`` avoids by never building J; the two agree to roundoff.
     """
     X, G = check_XG(net, X, G)
-    keep_X = X if keep_X is None else check_X(net, keep_X, "keep_X")
+    keep_X = X if keep_X is None else check_inputs(net, keep_X, "keep_X")
     g = net.gradient(X, G)
     J = jacobian.dense_rows(net, keep_X, keep)              # (n' q, P)
     D = flatten(g) - np.linalg.pinv(J) @ (J @ flatten(g))    # g - J^+ J g
@@ -245,7 +232,7 @@ def penalty_limit(net, X, keep=(0,)):
     eigenvalues 1 - lr * lam * lambda_i lie in (-1, 1) exactly when lr * lam * lambda_max < 2.
     The bound moves as the network trains: check it again after many steps.
     """
-    X = check_X(check_net(net), X)
+    X = check_inputs(check_net(net), X)
     lam_max = np.linalg.eigvalsh(jacobian.of(net, X, keep).gram())[-1]
     return 2.0 / lam_max if lam_max > 0 else np.inf
 
@@ -273,7 +260,7 @@ def span_project(net, X, G, keep=(0,), keep_X=None, rcond=None):
     """
     X, G = check_XG(net, X, G)
     keep = check_keep(keep, net.sizes[-1])
-    keep_X = X if keep_X is None else check_X(net, keep_X, "keep_X")
+    keep_X = X if keep_X is None else check_inputs(net, keep_X, "keep_X")
     rcond = check_rcond(rcond)
     g = net.gradient(X, G)
     D = dict(g)
@@ -325,7 +312,7 @@ class RestoreReport:
 
 def check_restore(net, keep_X, ref, keep, tol, max_iter, rcond):
     """The arguments of ``restore``, checked (``fast.restore`` takes the same)."""
-    keep_X = check_X(check_net(net), keep_X, "keep_X")
+    keep_X = check_inputs(check_net(net), keep_X, "keep_X")
     keep = check_keep(keep, net.sizes[-1])
     ref = check_ref(ref, keep_X.shape[0], keep, net.dtype)
     tol = _checks.real("tol", tol, low=0.0, low_inclusive=False)

@@ -187,6 +187,11 @@ class Model:
         return self
 
 
+def check_inputs(net, X, name="X"):
+    """X (or keep_X, ...) as a finite (n, d) array of the network's dtype, d = sizes[0]."""
+    return _checks.matrix(name, X, net.dtype, width=net.sizes[0], width_name="input columns")
+
+
 def check_lr(lr, dtype):
     """lr > 0 as a scalar of ``dtype``, refusing one that rounds to 0 or inf there."""
     value = _checks.real("lr", lr, low=0.0, low_inclusive=False)
@@ -307,7 +312,7 @@ class MLP(Model):
         Raises ValueError if the output is not finite, naming the parameter or the stage
         that is to blame.
         """
-        X = _checks.matrix("X", X, self.dtype, width=self.sizes[0], width_name="input columns")
+        X = check_inputs(self, X)
         record = Forward(X=X.copy())
         a = record.a[0] = record.X
         for l in range(1, self.depth + 1):

@@ -11,14 +11,15 @@ from mlp_ref.measurements.projection_cost import load as load_projection_cost
 from mlp_ref.measurements.projection_cost import projection_cost_data
 
 GLIBC = platform.libc_ver()[0] == "glibc"
-TINY = ["bench", "--sizes", "5,4,3", "--batch", "8", "--repeats", "2", "--dense-repeats", "1"]
+TINY = ["bench", "--sizes", "5,4,3", "--batch", "8", "--repeats", "2", "--dense-repeats", "1",
+        "--memory-rows", "4,8"]
 
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     path = tmp_path_factory.mktemp("bench") / "out" / "bench.json"
     return path, bench.run(sizes=[5, 4, 3], batch=8, repeats=2, dense_repeats=1,
-                           isolate=False, log=lambda message: None)
+                           isolate=False, log=lambda message: None, memory_rows=(4, 8))
 
 
 def test_bench_command_prints_the_machine_and_the_table(capsys, tmp_path):
