@@ -28,11 +28,6 @@ def load(framework):
     return importlib.import_module(MODULES[framework])
 
 
-def flat_direction(fx, model, D):
-    """A framework direction as one float64 NumPy vector in mlp-ref's order (W1, b1, ...)."""
-    return flatten(fx.as_mlp_ref(model, D)).astype(np.float64)
-
-
 def rel_error(a, b):
     """max |a - b| / max |b| over two directions (dicts like params, or vectors)."""
     a = flatten(a) if isinstance(a, dict) else np.asarray(a)

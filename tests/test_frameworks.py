@@ -7,7 +7,8 @@ framework (skipped when it is not installed, a failure in CI).
 """
 import numpy as np
 import pytest
-from _frameworks import flat_direction, load, rel_error
+from _extras import require
+from _frameworks import load, rel_error
 
 from mlp_ref import experiments, fixes, losses, optim
 from mlp_ref.data import probe_inputs
@@ -227,3 +228,11 @@ def test_detach_shares_storage_with_the_parameters_and_snapshot_does_not(torch_f
     for k, p in model.named_parameters():
         assert np.array_equal(detached[k].numpy(), p.detach().numpy())     # followed the step
         assert not np.array_equal(copied[k].numpy(), p.detach().numpy())   # kept the old values
+
+
+# -- TensorFlow's Python floats ------------------------------------------------------------------
+def test_tensorflow_makes_python_floats_float32_and_as_dtype_does_not():
+    fx, tf = load("tensorflow"), require("tensorflow", "frameworks")
+    assert float(tf.cast(0.999, tf.float64)) != 0.999                   # 0.9990000128...
+    assert float(fx.as_dtype(0.999, tf.float64)) == 0.999
+    assert tf.keras.optimizers.Adam(learning_rate=1e-3).learning_rate.dtype == "float32"
