@@ -22,7 +22,9 @@ MODULES = {"torch": "torch_fixes", "tensorflow": "tf_fixes"}
 
 
 def load(framework):
-    require(framework, "frameworks")
+    module = require(framework, "frameworks")
+    if framework == "torch":
+        module.set_num_threads(1)        # tiny matrices: a second thread only spins (100x slower)
     if str(FRAMEWORKS_DIR) not in sys.path:
         sys.path.insert(0, str(FRAMEWORKS_DIR))      # as tutorial 07 does
     return importlib.import_module(MODULES[framework])

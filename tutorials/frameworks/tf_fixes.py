@@ -32,6 +32,15 @@ ACTIVATIONS = {"sigmoid": tf.sigmoid, "tanh": tf.tanh, "relu": tf.nn.relu,
                "identity": tf.identity}
 
 
+def as_dtype(x, dtype):
+    """x (a tensor, a NumPy array, a Python float or list) as a tensor of ``dtype``.
+
+    ``tf.cast(0.999, tf.float64)`` is 0.9990000128...: a Python float is first made a float32
+    tensor, then cast. ``tf.convert_to_tensor(x, dtype)`` converts it straight to the dtype.
+    """
+    return tf.cast(x, dtype) if tf.is_tensor(x) else tf.convert_to_tensor(x, dtype=dtype)
+
+
 class MLP(tf.Module):
     """z_l = a_{l-1} @ W_l + b_l, a_l = f_l(z_l): the answer's network in TF 2.
 
@@ -62,15 +71,6 @@ def model_from(net, dtype=tf.float64):
     dtype: a tf dtype or its name ("float32"); float32 weights are net's, rounded.
     """
     return MLP(net, dtype)
-
-
-def as_dtype(x, dtype):
-    """x (a tensor, a NumPy array, a Python float or list) as a tensor of ``dtype``.
-
-    ``tf.cast(0.999, tf.float64)`` is 0.9990000128...: a Python float is first made a float32
-    tensor, then cast. ``tf.convert_to_tensor(x, dtype)`` converts it straight to the dtype.
-    """
-    return tf.cast(x, dtype) if tf.is_tensor(x) else tf.convert_to_tensor(x, dtype=dtype)
 
 
 def tensor(array, model):
@@ -279,8 +279,9 @@ def adam_projected(model, opt, X, G, keep=0):
     """One step of ``opt`` (say ``tf.keras.optimizers.Adam``) with its UPDATE projected, in place.
 
     Adam rescales each coordinate: a projected gradient comes out of it no longer in J1's null
-    space. So: let the optimizer step, take its update U = before - after, and replace it by
-    U - J1^T (J1 J1^T)^+ J1 U (``mlp_ref.optim.Adam(constraint=..., order="update")``).
+    space. So: let the optimizer step, take its update U = before - after (theta <- theta - U),
+    and replace it by U - J1^T (J1 J1^T)^+ J1 U (``mlp_ref.optim.Adam(constraint=...,
+    order="update")``).
     J1 is computed here, at the weights before this step: a J1 from an earlier step is stale.
     Returns the applied update U (float64).
     """

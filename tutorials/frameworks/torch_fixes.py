@@ -278,21 +278,21 @@ def adam_projected(model, opt, X, G, keep=0):
     """One step of ``opt`` (say ``torch.optim.Adam``) with its UPDATE projected, in place.
 
     Adam rescales each coordinate: a projected gradient comes out of it no longer in J1's null
-    space. So: let the optimizer step, take its update U = after - before, and replace it by
-    U - J1^T (J1 J1^T)^+ J1 U (``mlp_ref.optim.Adam(constraint=..., order="update")``).
-    J1 is computed here, at the weights before this step: a J1 from an earlier step is stale.
-    ``before`` is a ``snapshot`` (clone), not ``detach()``, which would follow the step.
-    Returns the applied update U (float64).
+    space. So: let the optimizer step, take its update U = before - after (theta <- theta - U),
+    and replace it by U - J1^T (J1 J1^T)^+ J1 U (``mlp_ref.optim.Adam(constraint=...,
+    order="update")``). J1 is computed here, at the weights before this step: a J1 from an
+    earlier step is stale. ``before`` is a ``snapshot`` (clone), not ``detach()``, which would
+    follow the step. Returns the applied update U (float64).
     """
     J1 = jacobian(model, X, keep)
     before = snapshot(model)
     opt.zero_grad()
-    for name, d in naive(model, X, G).items():
-        dict(model.named_parameters())[name].grad = d
-    opt.step()
+    out = model(tensor(X, model))
+    out.backward(_rows(G, out))                            # p.grad = G . d out / d p
+    opt.step()                                             # Adam's step, not yet constrained
     after = snapshot(model)
-    U = flat({n: before[n] - after[n] for n in before}).to(torch.float64)
-    U = unflat(remove_rows(J1, U), model)
+    U = unflat(remove_rows(J1, flat({n: before[n] - after[n] for n in before}).to(torch.float64)),
+               model)
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(before[name] - U[name].to(p.dtype))
