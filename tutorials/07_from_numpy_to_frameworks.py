@@ -55,7 +55,7 @@ def load(framework):
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] != needs:
             raise                                           # a real error, not a missing framework
-        print(f"{framework}: NOT RUN here, {needs} is not installed; its code is printed below "
+        print(f"\n{framework}: NOT RUN here, {needs} is not installed; its code is printed below "
               f"(pip install -e '.[frameworks]' to run it).")
         return None
 
