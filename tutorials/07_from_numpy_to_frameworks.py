@@ -29,8 +29,11 @@ from mlp_ref.jacobian import dense_rows, flatten
 from mlp_ref.setups import G_QUESTION, SETUPS
 from mlp_ref.tutorial import section
 
-HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
-FOLDER = HERE / "frameworks"
+if "__file__" in globals():
+    FOLDER = Path(__file__).resolve().parent / "frameworks"
+else:                                        # a notebook, opened from tutorials/ or the root
+    FOLDER = next((p for p in (Path.cwd() / "frameworks", Path.cwd() / "tutorials" / "frameworks")
+                   if p.is_dir()), Path.cwd() / "frameworks")
 #: name shown -> (file in tutorials/frameworks, the framework's own module)
 FRAMEWORKS = {"PyTorch": ("torch_fixes", "torch"), "TensorFlow 2": ("tf_fixes", "tensorflow")}
 LR = experiments.LR                          # 0.1 on the seed network, 0.01 on the visible one
@@ -244,7 +247,8 @@ section("7. Penalty: a restoring force, with a stability limit", """
     penalty adds lam/2 |out1 - out1_ref|^2 to the loss; its direction equals mlp_ref's to
     1e-12 (measured here after one naive step, where the term is not zero). Gradient descent on
     that term alone multiplies out1's residual by (1 - lr lam J1 J1^T), so it diverges once
-    lr * lam * lambda_max(J1 J1^T) > 2: largest_stable_lam gives 2 / (lr lambda_max). On the
+    lr * lam * lambda_max(J1 J1^T) > 2: largest_stable_lam gives 2 / (lr lambda_max), as
+    mlp_ref.fixes.penalty_limit(net, X) / lr does. On the
     visible setup at lr = 0.01 lambda_max is about 166, so lam must stay below about 1.2. The
     lam = 10 of earlier versions of this tutorial diverges: |change of out1| passes 1e3 within
     10 steps. lam = 0.5 (what mlp-ref's table uses) holds, and after 50 steps out1 has drifted
@@ -285,14 +289,13 @@ section("8. Adam: project the update, with a fresh J1", """
     sqrt(v), not to the bias-corrected sqrt(v_hat) as PyTorch and mlp-ref do; with eps = 1e-30
     below, where it goes does not matter. Over three steps the update equals
     mlp_ref.optim.Adam(constraint=nullspace, order="update")'s to 1e-12 on the visible setup.
-    On the seed network the bound is eps * cond(J1), about 1e-10: with cond(J1) ~ 5e5, J1's row
-    space itself is fixed only that well, and two correct float64 projections differ that much.""")
+    Not on the seed network: with cond(J1) ~ 5e5, J1's row space itself is fixed only to
+    eps * cond(J1), about 1e-10, and two correct float64 projections differ by a small multiple
+    of that; the bound checked is n * eps * cond(J1), one for each of the n = 8 rows.""")
 show_source("PyTorch", "adam", "adam_projected")
 show_source("TensorFlow 2", "adam", "adam_projected")
-bound = {setup: max(1e-12, np.finfo(float).eps * np.linalg.cond(dense_rows(net, X)))
-         for setup, (net, X, _) in SETUP.items()}
-for setup in SETUP:
-    print(f"  {setup}: eps * cond(J1) = {np.finfo(float).eps * np.linalg.cond(dense_rows(*SETUP[setup][:2])):.1e}")
+for setup, (net, X, _) in SETUP.items():
+    print(f"  {setup}: eps * cond(J1) = {np.finfo(float).eps * np.linalg.cond(dense_rows(net, X)):.1e}")
 for name, fx in RUN.items():
     for setup, (net, X, _) in SETUP.items():
         model = fx.model_from(net)

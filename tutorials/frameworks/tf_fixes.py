@@ -250,7 +250,8 @@ def penalty(model, X, G, ref, lam, keep=0):
 
 
 def largest_stable_lam(model, X, lr, keep=0):
-    """2 / (lr * lambda_max(J1 J1^T)): a penalty weight above this diverges at this lr.
+    """2 / (lr * lambda_max(J1 J1^T)): a penalty weight above this diverges at this lr
+    (``mlp_ref.fixes.penalty_limit(net, X) / lr``).
 
     Gradient descent on lam/2 |out_keep - ref|^2 multiplies the residual by (1 - lr lam J1 J1^T);
     its largest eigenvalue must stay below 2 in size. lambda_max grows as training moves the
