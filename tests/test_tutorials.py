@@ -8,7 +8,6 @@ per concept: test_question, test_masking, test_splitting, test_projection, test_
 import ast
 import io
 import os
-import runpy
 import subprocess
 import sys
 from contextlib import redirect_stdout
@@ -307,41 +306,3 @@ def test_06_prints_the_table_the_penalty_limit_and_the_measured_guarantees(outpu
         limit = fixes.penalty_limit(net, X) / LR[name]
         assert f"stable while lam < {limit:.2f} at lr {LR[name]}" in out
     assert report.format_guarantees(guarantees) in out
-
-
-# -- 07_from_numpy_to_frameworks -----------------------------------------------------------------
-@pytest.fixture(scope="module")
-def snippets():
-    with redirect_stdout(io.StringIO()):
-        namespace = runpy.run_path(str(ROOT / "tutorials" / "07_from_numpy_to_frameworks.py"),
-                                   run_name="__main__")
-    return namespace["SNIPPETS"]
-
-
-def test_07_every_snippet_is_valid_python(snippets):
-    assert len(snippets) >= 12
-    for (framework, name), code in snippets.items():
-        compile(code, f"<{framework}: {name}>", "exec")
-
-
-def test_07_covers_every_fix_in_both_frameworks(snippets):
-    names = {name for _, name in snippets}
-    assert {"freeze", "mask", "heads", "project", "adam", "restore", "penalty"} <= names
-    for name in ("freeze", "mask", "heads", "project", "adam", "penalty"):
-        assert ("PyTorch", name) in snippets and ("TensorFlow 2", name) in snippets
-
-
-def test_07_snippets_name_the_apis_the_text_promises(snippets):
-    code = "\n".join(snippets.values())
-    for api in ("requires_grad_(False)", "tape.gradient(loss, [W2, b2])", "jacrev", "vmap",
-                "functional_call", "tape.jacobian", "torch.linalg.pinv", "torch.linalg.lstsq",
-                "tf.linalg.pinv", "opt.step()", "apply_gradients"):
-        assert api in code, api
-
-
-def test_07_the_snippets_are_printed(snippets, outputs):
-    out = outputs["07_from_numpy_to_frameworks.py"].stdout
-    assert "depends on no framework" in out
-    for (framework, name), code in snippets.items():
-        assert f"--- {framework}: {name} ---" in out
-        assert code.splitlines()[0] in out

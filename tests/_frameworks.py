@@ -1,0 +1,37 @@
+"""The framework modules of tutorials/frameworks, loaded for the tests (each framework once).
+
+    fx = load("torch")          # tutorials/frameworks/torch_fixes.py, or a skip (a failure in CI)
+
+torch_fixes and tf_fixes define the same functions with the same meaning, so one test serves
+both; what differs (a direction is a dict in PyTorch, a list in TensorFlow) is hidden behind
+``fx.as_mlp_ref``, ``fx.flat`` and ``fx.outputs``.
+"""
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+from _extras import require
+
+from mlp_ref.jacobian import flatten
+
+FRAMEWORKS_DIR = Path(__file__).resolve().parents[1] / "tutorials" / "frameworks"
+
+#: framework module -> the file of tutorials/frameworks that holds its fixes
+MODULES = {"torch": "torch_fixes", "tensorflow": "tf_fixes"}
+
+
+def load(framework):
+    module = require(framework, "frameworks")
+    if framework == "torch":
+        module.set_num_threads(1)        # tiny matrices: a second thread only spins (100x slower)
+    if str(FRAMEWORKS_DIR) not in sys.path:
+        sys.path.insert(0, str(FRAMEWORKS_DIR))      # as tutorial 07 does
+    return importlib.import_module(MODULES[framework])
+
+
+def rel_error(a, b):
+    """max |a - b| / max |b| over two directions (dicts like params, or vectors)."""
+    a = flatten(a) if isinstance(a, dict) else np.asarray(a)
+    b = flatten(b) if isinstance(b, dict) else np.asarray(b)
+    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))

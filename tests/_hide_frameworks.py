@@ -1,0 +1,26 @@
+"""Run a script as if PyTorch and TensorFlow were not installed.
+
+    python tests/_hide_frameworks.py SCRIPT [ARGS...]
+
+Importing torch or tensorflow (or any of their submodules) raises ModuleNotFoundError, exactly
+as on a machine with only numpy and matplotlib; everything else imports as usual. The tests
+run tutorial 07 this way to check that it still runs, and says what it did not run.
+"""
+import runpy
+import sys
+from importlib.abc import MetaPathFinder
+
+HIDDEN = ("torch", "tensorflow")
+
+
+class HideFrameworks(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in HIDDEN:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None                                    # not ours: the next finder looks
+
+
+if __name__ == "__main__":
+    sys.meta_path.insert(0, HideFrameworks())
+    sys.argv = sys.argv[1:]
+    runpy.run_path(sys.argv[0], run_name="__main__")

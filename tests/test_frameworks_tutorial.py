@@ -1,0 +1,205 @@
+"""Tutorial 07 prints the framework code that runs, runs it, and every claim it makes holds.
+
+Run twice: in a subprocess with PyTorch and TensorFlow hidden (a teacher's machine with only
+numpy and matplotlib), and in this process with both (skipped without them, a failure in CI).
+The numbers it prints are kept in its MEASURED dict; each is checked here against the claim the
+narration makes about it, and the prose's own numbers are recomputed from mlp_ref.
+"""
+import inspect
+import io
+import os
+import runpy
+import subprocess
+import sys
+import textwrap
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _extras import require
+from _frameworks import load
+
+from mlp_ref import fixes, losses, setups
+from mlp_ref.measurements import rules
+from mlp_ref.jacobian import dense_rows
+from mlp_ref.setups import G_QUESTION, SETUPS
+
+ROOT = Path(__file__).resolve().parents[1]
+TUTORIAL = ROOT / "tutorials" / "07_from_numpy_to_frameworks.py"
+HIDE = Path(__file__).resolve().parent / "_hide_frameworks.py"
+NAMES = {"PyTorch": "torch", "TensorFlow 2": "tensorflow"}
+
+
+@pytest.fixture(scope="module")
+def without_frameworks():
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    return subprocess.run([sys.executable, str(HIDE), str(TUTORIAL)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def with_frameworks():
+    """The tutorial run in this process, with both frameworks: (its namespace, what it printed)."""
+    modules = {name: load(framework) for name, framework in NAMES.items()}
+    out = io.StringIO()
+    with redirect_stdout(out):
+        namespace = runpy.run_path(str(TUTORIAL), run_name="__main__")
+    return namespace, out.getvalue(), modules
+
+
+def printed_sources(text):
+    """The source blocks the tutorial printed: (framework, function) -> source, dedented."""
+    blocks, key, lines = {}, None, []
+    for line in text.splitlines() + ["<end>"]:
+        if key and (line.startswith("    ") or line == ""):
+            lines.append(line)
+            continue
+        if key:
+            blocks[key] = textwrap.dedent("\n".join(lines)).strip("\n")
+            key = None
+        if line.startswith("--- ") and line.endswith(" ---"):
+            framework, rest = line[4:-4].split(": ", 1)
+            key, lines = (framework, rest.split(", ")[1]), []
+    return blocks
+
+
+def test_without_frameworks_it_runs_prints_every_function_and_says_what_it_did_not_run(
+        without_frameworks):
+    res = without_frameworks
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "PyTorch: NOT RUN here, torch is not installed" in res.stdout
+    assert "TensorFlow 2: NOT RUN here, tensorflow is not installed" in res.stdout
+    assert "Ran here: nothing (no framework installed)" in res.stdout
+    blocks = printed_sources(res.stdout)
+    assert {name for _, name in blocks} >= {
+        "model_from", "naive", "freeze", "masked_loss", "masked", "jacobian", "remove_rows",
+        "project", "restore", "penalty", "largest_stable_lam", "adam", "adam_projected",
+        "snapshot", "project_with_pinv"}
+    for framework in NAMES:
+        assert {"naive", "freeze", "project", "restore", "penalty", "adam_projected"} <= {
+            name for fw, name in blocks if fw == framework}
+
+
+def test_the_printed_source_is_the_code_that_runs(with_frameworks):
+    _, printed, modules = with_frameworks
+    blocks = printed_sources(printed)
+    assert len(blocks) >= 28
+    for (framework, name), source in blocks.items():
+        assert source == inspect.getsource(getattr(modules[framework], name)).strip("\n")
+
+
+def test_with_frameworks_it_runs_both(with_frameworks):
+    namespace, printed, _ = with_frameworks
+    assert set(namespace["RUN"]) == set(NAMES)
+    assert "NOT RUN" not in printed and "Ran here: PyTorch, TensorFlow 2." in printed
+
+
+def measured(with_frameworks, quantity):
+    """(framework, setup) -> value, for every framework and setup the tutorial measured."""
+    found = {(fw, setup): v for (fw, q, setup), v in with_frameworks[0]["MEASURED"].items()
+             if q == quantity}
+    assert found, quantity
+    return found
+
+
+@pytest.mark.parametrize("quantity, bound", [
+    ("max |model(X) - net(X)| / max |net(X)|", 1e-14),
+    ("naive: relative difference from mlp_ref", 1e-12),
+    ("freeze: relative difference from mlp_ref", 1e-12),
+    ("loss2: relative difference from masked_mse", 1e-12),
+    ("gradient: relative difference from mlp_ref", 1e-12),
+    ("project: relative difference from mlp_ref", 1e-12),
+    ("restore float64: final residual / max |ref|", 1e-12),
+    ("float32 project: |J1 D| / |J1 g|", 1e-5),
+    ("restore float32: final residual / max |ref|", 1e-6),
+    ("restore float32: iterations", 10),
+    ("restore float64: iterations", 4),                   # "within a few iterations"
+    ("penalty: relative difference from mlp_ref", 1e-12),
+])
+def test_each_printed_number_is_within_the_bound_the_text_states(with_frameworks, quantity, bound):
+    for key, value in measured(with_frameworks, quantity).items():
+        assert value <= bound, (key, value)
+
+
+def test_freezing_moves_out1_by_exactly_zero(with_frameworks):
+    for dtype in ("float64", "float32"):
+        for where in ("batch", "256 unseen"):
+            values = measured(with_frameworks, f"freeze {dtype}: |change of out1|, {where}")
+            assert all(v == 0.0 for v in values.values())
+
+
+def test_the_projections_drift_slope_is_2(with_frameworks):
+    slopes = measured(with_frameworks, "fitted slope of the drift, lr <= 1e-3")
+    assert len(slopes) == 4 and all(abs(s - 2.0) <= 0.05 for s in slopes.values())
+
+
+def test_float32_the_pinv_way_misses_the_bound_by_far(with_frameworks):
+    assert all(v > 1e-4 for v in measured(with_frameworks, "float32 with pinv: |J1 D| / |J1 g|").values())
+
+
+def test_the_penalty_numbers(with_frameworks):
+    net, X, _ = SETUPS["visible"]()
+    J1 = dense_rows(net, X)
+    lambda_max = np.linalg.eigvalsh(J1 @ J1.T)[-1]
+    assert 160 < lambda_max < 172                                   # "about 166"
+    for limit in measured(with_frameworks, "largest stable lam at lr 0.01").values():
+        assert 1.15 < limit < 1.25                                  # "below about 1.2"
+        assert abs(limit - 2 / (0.01 * lambda_max)) <= 1e-12 * limit
+    assert rules.PENALTY_LAM < 1.15                           # the lam that holds is stable
+    for value in measured(with_frameworks, "lam = 10.0: |change of out1| after 10 steps").values():
+        assert not value < 1e3                                      # diverged (or nan)
+    naive, out1 = net.copy(), net(X)[:, 0]
+    for _ in range(50):
+        naive.step(fixes.naive(naive, X, G_QUESTION), setups.LR["visible"])
+    naive_drift = np.max(np.abs(naive(X)[:, 0] - out1))
+    quantity = f"lam = {rules.PENALTY_LAM}: |change of out1| after 50 steps"
+    for value in measured(with_frameworks, quantity).values():
+        assert 0.0 < value < 0.5 * naive_drift                      # "less than half ... not zero"
+
+
+def test_projected_adam_and_its_bound(with_frameworks):
+    eps = np.finfo(float).eps
+    bound = {}
+    for setup, make in SETUPS.items():
+        net, X, _ = make()
+        bound[setup] = max(1e-12, len(X) * eps * np.linalg.cond(dense_rows(net, X)))
+    assert bound["visible"] == 1e-12 and 5e-11 < bound["seed"] / 8 < 2e-10     # "about 1e-10"
+    for (_, setup), value in measured(with_frameworks, "Adam, 3 steps: worst relative difference").items():
+        assert value <= bound[setup]
+
+
+def test_detach_follows_the_step_and_snapshot_does_not(with_frameworks):
+    assert ("detach() holds the new weights: True;  snapshot() holds the old ones: True"
+            in with_frameworks[1])
+
+
+# -- the numbers of the prose, recomputed -------------------------------------------------------
+def test_seed_network_conditioning_and_cross_talk():
+    """"cond(J1 J1^T) is 2e11 on the seed network"; "|J1 g| is about 1e-4 of |J1| |g|";
+    "cond(J1) ~ 5e5"."""
+    net, X, _ = SETUPS["seed"]()
+    J1 = dense_rows(net, X)
+    assert 1.5e11 < np.linalg.cond(J1 @ J1.T) < 3e11
+    assert 4e5 < np.linalg.cond(J1) < 6e5
+    g = np.concatenate([v.ravel() for v in fixes.naive(net, X, G_QUESTION).values()])
+    assert 5e-5 < np.linalg.norm(J1 @ g) / (np.linalg.norm(J1, 2) * np.linalg.norm(g)) < 2e-4
+
+
+def test_float32_rounding_of_J1_is_about_1e_7_of_its_size():
+    fx, torch = load("torch"), require("torch", "frameworks")
+    net, X, _ = SETUPS["seed"]()
+    model = fx.model_from(net, "float32")
+    J64 = np.asarray(fx.jacobian(model, X))
+    J32 = np.asarray(fx.jacobian(model, X, dtype=torch.float32), dtype=np.float64)
+    assert 1e-8 < np.max(np.abs(J32 - J64)) / np.max(np.abs(J64)) < 1e-6
+
+
+@pytest.mark.parametrize("setup", list(SETUPS))
+def test_the_two_mask_formulas_differ_by_exactly_the_hidden_columns_y_squared(setup):
+    net, X, Y = SETUPS[setup]()
+    mask = np.array([0.0, 1.0])
+    answer = losses.masked_mse(net(X), Y, mask)[0]
+    both = np.mean((mask * (net(X) - Y)) ** 2)
+    assert abs((answer - both) - np.mean((1 - mask) * Y ** 2)) <= 1e-12 * answer
