@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .measurements.rules import RULES
+from .setups import OUTPUT_INDICES
 
 
 def format_table(rows):
@@ -37,23 +38,35 @@ def format_capacity(res):
     return "\n".join(lines)
 
 
+def _state_name(op):
+    return "the initial state" if op == "initial" else f"the state after {op}"
+
+
 def format_replay(rows, precision=4):
     """``answer_replay.replay_answer`` as the script prints it (hidden, out, loss, loss2), plus
-    the change of out1."""
-    lines = []
+    out1's change, each row measured the same two ways: made by the op alone (from the state it
+    ran from), and since the initial state."""
+    lines = [f"{OUTPUT_INDICES}: out1 is the first column of out below.",
+             "Each op runs on the state the op before it left (the unrun op: on the initial state);",
+             "out1's change is measured from that state (made by this op) and from the initial state.",
+             ""]
     with np.printoptions(precision=precision, suppress=True, linewidth=100):
         for r in rows:
             if r["op"] == "initial":
                 title = "initial state"
             else:
                 vl = f"var_list={r['var_list']}" if r["var_list"] else "all variables"
-                title = f"after {r['op']}: minimize {r['loss_name']}, {vl}"
+                title = f"after {r['op']}: minimize {r['loss_name']}, {vl}, run from {_state_name(r['after'])}"
             lines += [f"== {title}", f"hidden =\n{r['hidden']}", f"out =\n{r['out']}",
                       f"loss = {r['loss']:.6f}   loss2 = {r['loss2']:.6f}"]
             if r["op"] != "initial":
                 d = np.max(np.abs(r["d_out1"]))
                 verdict = "out1 unchanged, bit for bit" if d == 0.0 else "out1 MOVED"
-                lines.append(f"max |change of out1| = {d:.3e}   -> {verdict}")
+                by_op = f"max |change of out1| made by this op (from {_state_name(r['after'])})"
+                since = "max |change of out1| since the initial state"
+                width = max(len(by_op), len(since))
+                lines.append(f"{by_op:{width}} = {d:.3e}   -> {verdict}")
+                lines.append(f"{since:{width}} = {np.max(np.abs(r['d_out1_start'])):.3e}")
             lines.append("")
     lines.append("Verdict: the mask alone does not hold out1. train_op2 keeps it fixed only because "
                  "var_list = [W2, b2] also freezes the shared layer W1, b1; the same masked loss "

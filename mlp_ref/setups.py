@@ -7,6 +7,15 @@ from .data import seed_data
 from .losses import mse
 from .network import MLP
 
+#: The one place where the narration's names meet the code's indices: out1 is output column 0
+#: and out2 is column 1 (Python counts from 0), so "hold out1" is ``keep=[OUT1]`` = ``keep=[0]``,
+#: ``G[:, OUT1]`` is out1's column of G and ``net(X)[:, OUT1]`` its values.
+OUT1, OUT2 = 0, 1
+
+#: The text that says it, for every table and tutorial that prints out1 / out2.
+OUTPUT_INDICES = (f"out1 = output column {OUT1} (keep=[{OUT1}] in the code), "
+                  f"out2 = output column {OUT2}")
+
 #: The question's output gradient: leave out1 alone (0), raise out2 (-1 is dL/dout2 < 0).
 G_QUESTION = np.array([0.0, -1.0])
 

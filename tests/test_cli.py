@@ -6,10 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mlp_ref import cli
-from mlp_ref.measurements import rules, splitting, table
+from mlp_ref.measurements import answer_replay, rules, splitting, table
+from mlp_ref.setups import OUTPUT_INDICES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,6 +99,17 @@ def test_replay_prints_the_verdict(capsys):
     assert "the mask alone does not hold out1" in text
     for op in ("train_op2", "train_op12", "train_op_all", "mask, all variables"):
         assert f"after {op}" in text
+    assert OUTPUT_INDICES in text
+    # every row says what its change is measured from, and prints both, with the run's numbers
+    for r in answer_replay.replay_answer()[1:]:
+        section = text.split(f"== after {r['op']}:")[1].split("==")[0]
+        start = "the initial state" if r["after"] == "initial" else f"the state after {r['after']}"
+        assert f"run from {start}" in section
+        by_op, since = (line for line in section.splitlines() if "max |change of out1|" in line)
+        assert f"made by this op (from {start})" in by_op
+        assert f"= {np.max(np.abs(r['d_out1'])):.3e}" in by_op
+        assert "since the initial state" in since
+        assert since.endswith(f"= {np.max(np.abs(r['d_out1_start'])):.3e}")
 
 
 BAD_ARGS = [

@@ -6,7 +6,7 @@ import pytest
 from mlp_ref import fixes, losses
 from mlp_ref.measurements import answer_replay
 from mlp_ref.measurements.rules import MASK
-from mlp_ref.setups import G_QUESTION
+from mlp_ref.setups import G_QUESTION, OUT1, OUT2
 
 
 def test_the_masked_loss_zeroes_out1s_column_and_keeps_out2s(setups):
@@ -42,6 +42,37 @@ def test_the_other_ops_move_out1_and_the_mask_alone_does_not_hold_it(replay):
     unrun = replay["mask, all variables"]
     assert not np.array_equal(unrun["hidden"], replay["initial"]["hidden"])
     assert 1.5e-5 < np.max(np.abs(unrun["d_out1"])) < 3e-5        # "about 2e-5"
+
+
+def test_each_change_of_out1_is_measured_from_the_state_it_says(replay):
+    # the ops run one after another, the unrun one from the start: replay prints both changes
+    assert [replay[op]["after"] for op in ("train_op2", "train_op12", "train_op_all")] == [
+        "initial", "train_op2", "train_op12"]
+    assert replay["mask, all variables"]["after"] == "initial"
+    out1 = {op: r["out"][:, OUT1] for op, r in replay.items()}
+    for op, r in replay.items():
+        if op != "initial":
+            assert np.array_equal(r["d_out1"], out1[op] - out1[r["after"]]), op
+            assert np.array_equal(r["d_out1_start"], out1[op] - out1["initial"]), op
+    # train_op2 moved nothing, so train_op12's change since the start is its own, bit for bit;
+    # train_op_all's since the start is the sum of the two that moved out1
+    assert np.array_equal(replay["train_op12"]["d_out1_start"], replay["train_op12"]["d_out1"])
+    total = replay["train_op_all"]["d_out1_start"]
+    np.testing.assert_allclose(total, replay["train_op12"]["d_out1"] + replay["train_op_all"]["d_out1"],
+                               rtol=0, atol=1e-15)
+    assert np.max(np.abs(total)) > np.max(np.abs(replay["train_op_all"]["d_out1"]))
+
+
+def test_out1_is_the_column_keep_out1_holds_and_G_leaves_alone(setups):
+    assert (OUT1, OUT2) == (0, 1) and G_QUESTION[OUT1] == 0.0 and G_QUESTION[OUT2] < 0
+    assert MASK[OUT1] == 0.0 and MASK[OUT2] == 1.0           # the answer's mask hides out1
+    net, X, _ = setups["visible"]
+    moved = {name: net.copy().step(D, 1e-3)(X) - net(X) for name, D in (
+        ("naive", fixes.naive(net, X, G_QUESTION)),
+        ("held", fixes.project(net, X, G_QUESTION, keep=[OUT1])))}
+    # keep=[OUT1] holds column OUT1 (to O(lr^2): over 100 times less than naive) and column OUT2 rises
+    assert np.max(np.abs(moved["held"][:, OUT1])) < 0.01 * np.max(np.abs(moved["naive"][:, OUT1]))
+    assert np.all(moved["held"][:, OUT2] > 0)
 
 
 def test_the_losses_decrease_as_the_script_says(replay):
