@@ -7,16 +7,34 @@ from .measurements.rules import RULES
 from .setups import OUTPUT_INDICES
 
 
+def _rule_cell(row):
+    """The rule's name with its own settings: "penalty lam=0.5"."""
+    return " ".join([row["rule"], *(f"{k}={v:g}" for k, v in row["settings"].items())])
+
+
 def format_table(rows):
-    """``table.question_table`` as text, with one line per rule on what it guarantees."""
+    """``table.question_table`` as text: the table, a legend defining its columns, and one line
+    per rule on what it guarantees."""
     n = rows[0]["long_steps"]
     head = (f"{'setup':8} {'rule':16} {'lr':>5} | {'out2 gain':>10} {'|dout1| batch':>14} "
             f"{'|dout1| unseen':>15} | {'out2 gain':>10} {'|dout1| batch':>14} {'|dout1| unseen':>15}")
     lines = [f"{'':31} | {'after 1 step':^41} | {f'after {n} steps':^41}", head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['setup']:8} {r['rule']:16} {r['lr']:>5g} | {r['gain_1']:10.4g} "
+        lines.append(f"{r['setup']:8} {_rule_cell(r):16} {r['lr']:>5g} | {r['gain_1']:10.4g} "
                      f"{r['drift_batch_1']:14.3e} {r['drift_unseen_1']:15.3e} | {r['gain_n']:10.4g} "
                      f"{r['drift_batch_n']:14.3e} {r['drift_unseen_n']:15.3e}")
+    lines += ["", "Columns (each after 1 step and after the last, measured from the start):",
+              "  lr              the step size of every step",
+              "  out2 gain       mean over the batch of (out2 - out2 at the start): what G asks to raise",
+              "  |dout1| batch   max over the batch of |out1 - out1 at the start|: what should stay 0",
+              f"  |dout1| unseen  the same max over {rows[0]['n_probe']} unseen inputs, none of them "
+              "in the batch"]
+    lams = sorted({r["settings"]["lam"] for r in rows if "lam" in r["settings"]})
+    if lams:
+        label = "lam=" + ", ".join(f"{v:g}" for v in lams)
+        lines.append(f"  {label:15} the penalty's weight: it adds lam/2 ||out1 - out1 at the start||^2 "
+                     "on the batch to the loss")
+    lines.append(f"  {OUTPUT_INDICES}")
     lines.append("")
     lines.append("What each rule guarantees for out1:")
     for rule in dict.fromkeys(r["rule"] for r in rows):

@@ -83,6 +83,12 @@ def test_table_is_the_default_and_prints_every_rule(capsys):
         assert f"seed     {name}" in text and f"visible  {name}" in text
         assert rule.guarantee in text
     assert "after 3 steps" in text and "3 steps, holding out1" in text
+    # the penalty's weight beside it, and a legend that defines every column
+    assert f"seed     penalty lam={rules.PENALTY_LAM:g}" in text
+    legend = text.split("Columns")[1].split("What each rule guarantees")[0]
+    for column in ("lr", "out2 gain", "|dout1| batch", "|dout1| unseen", f"lam={rules.PENALTY_LAM:g}"):
+        assert f"\n  {column:15} " in legend, column
+    assert OUTPUT_INDICES in legend
     # the printed numbers are the measurements'
     naive, = table.question_table(setups=("seed",), rules=["naive"], long_steps=3)
     assert f"{naive['drift_batch_n']:14.3e}" in text

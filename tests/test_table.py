@@ -3,9 +3,10 @@ penalty's stability limit, the trade-off, and the guarantees table measured from
 import numpy as np
 import pytest
 
-from mlp_ref import fixes, jacobian
-from mlp_ref.measurements import rules
-from mlp_ref.setups import LR
+from mlp_ref import fixes, jacobian, report
+from mlp_ref.data import probe_inputs
+from mlp_ref.measurements import rules, table
+from mlp_ref.setups import G_QUESTION, LR, N_PROBE, OUT1, OUT2, seed_setup
 
 SETUPS = ("seed", "visible")
 
@@ -14,6 +15,32 @@ def test_the_table_covers_every_rule_on_both_setups(question_table):
     assert set(question_table) == {(s, r) for s in SETUPS for r in rules.RULES}
     assert all(row["long_steps"] == 100 and row["lr"] == LR[row["setup"]]
                for row in question_table.values())
+
+
+def test_the_table_carries_the_penaltys_lambda(question_table):
+    for (setup, rule), row in question_table.items():
+        assert row["settings"] == ({"lam": rules.PENALTY_LAM} if rule == "penalty" else {})
+
+
+def test_the_columns_are_what_the_legend_defines_with_the_lambda_it_shows():
+    # an independent run of fixes.penalty with lam = 2, three steps on the seed setup
+    row, = table.question_table(setups=("seed",), rules=[rules.penalty(2.0)], long_steps=3)
+    assert row["settings"] == {"lam": 2.0} and "penalty lam=2 " in report.format_table([row])
+    net0, X, _ = seed_setup()
+    P = probe_inputs(N_PROBE)
+    assert not np.any(np.all(P[:, None, :] == X[None, :, :], axis=2))   # "none of them in the batch"
+    ref, net = net0(X)[:, OUT1], net0.copy()
+    for step in range(1, 4):
+        net.step(fixes.penalty(net, X, G_QUESTION, keep=[OUT1], ref=ref, lam=2.0), LR["seed"])
+        if step in (1, 3):
+            at = "1" if step == 1 else "n"
+            # "mean over the batch of (out2 - out2 at the start)", "max ... |out1 - out1 at the start|"
+            assert row[f"gain_{at}"] == pytest.approx(np.mean(net(X)[:, OUT2] - net0(X)[:, OUT2]), rel=1e-12)
+            assert row[f"drift_batch_{at}"] == np.max(np.abs(net(X)[:, OUT1] - ref))
+            assert row[f"drift_unseen_{at}"] == np.max(np.abs(net(P)[:, OUT1] - net0(P)[:, OUT1]))
+    # and the weight matters: lam = 2 pulls out1 back more than the table's 0.5 does in 3 steps
+    table_lam, = table.question_table(setups=("seed",), rules=["penalty"], long_steps=3)
+    assert row["drift_batch_n"] < table_lam["drift_batch_n"]
 
 
 def test_mask_equals_naive_in_every_digit(question_table):

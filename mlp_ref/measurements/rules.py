@@ -24,10 +24,12 @@ PENALTY_LAM = 0.5
 class Rule:
     """A named rule: ``direction(net, X, G, ref)`` returns D, where ref holds out1's starting
     values on X (what a penalty pulls back to); ``guarantee`` says, in one line, what the rule
-    promises for out1."""
+    promises for out1; ``settings`` are its own numbers a table shows beside it (the penalty's
+    lam)."""
 
-    def __init__(self, name, direction, guarantee):
+    def __init__(self, name, direction, guarantee, settings=None):
         self.name, self.direction, self.guarantee = name, direction, guarantee
+        self.settings = dict(settings or {})
 
     def step(self, net, X, G, lr, ref):
         """One step in place: theta <- theta - lr D. Returns net."""
@@ -54,7 +56,7 @@ class WithRestore(Rule):
 def penalty(lam=PENALTY_LAM):
     """The penalty rule L + lam/2 ||out1 - ref||^2 with weight ``lam`` (for sweeps over lam)."""
     return Rule("penalty", lambda net, X, G, ref: fixes.penalty(net, X, G, keep=[0], ref=ref, lam=lam),
-                "none: first step = naive; a restoring force over many steps")
+                "none: first step = naive; a restoring force over many steps", {"lam": lam})
 
 
 _PROJECT = Rule("project", lambda net, X, G, ref: fixes.project(net, X, G),

@@ -16,13 +16,14 @@ GUARANTEE_LRS = np.logspace(-5, -2, 7)
 def question_table(setups=("seed", "visible"), rules=None, long_steps=100):
     """The side-by-side table for the question: per setup and rule, after 1 and after
     ``long_steps`` steps at the setup's lr: out2 gain, max |delta out1| on the batch and
-    on unseen inputs. Returns a list of row dicts (``n_probe``: how many unseen inputs)."""
+    on unseen inputs. Returns a list of row dicts (``n_probe``: how many unseen inputs;
+    ``settings``: the rule's own numbers, the penalty's ``lam``)."""
     rows = []
     for setup in setups:
         traj = drift.trajectories(setup, rules=rules, steps=long_steps)
         for rule in rules_.resolve(rules):
             t = traj[rule.name]
-            rows.append({"setup": setup, "rule": rule.name, "lr": traj["lr"],
+            rows.append({"setup": setup, "rule": rule.name, "lr": traj["lr"], "settings": rule.settings,
                          "long_steps": long_steps, "n_probe": traj["n_probe"],
                          **{f"{key}_1": float(t[key][1]) for key in ("gain", "drift_batch", "drift_unseen")},
                          **{f"{key}_n": float(t[key][-1]) for key in ("gain", "drift_batch", "drift_unseen")}})
