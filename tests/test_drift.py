@@ -64,6 +64,20 @@ def test_off_the_batch(slice_result):
     _, X, _ = SETUPS["visible"]()
     assert np.array_equal(r["batch"], X[:, :2])
     assert r["batch_off_slice"] == np.min(np.abs(X[:, 2] - 0.5)) > 0.01    # no batch point on it
+    assert np.array_equal(r["batch_x3"], X[:, 2])
+
+
+def test_the_slice_figure_measures_the_batch_where_it_lies(slice_result):
+    # the dots' drift is out1's at the batch inputs themselves: one_step's batch drift, same step
+    r = slice_result
+    assert set(r["at_batch"]) == set(r["rules"])
+    one = drift.one_step("visible", rules=r["rules"], lrs=[r["lr"]], n_probe=1)
+    for rule in r["rules"]:
+        assert r["at_batch"][rule].shape == (8,)
+        assert r["at_batch"][rule].max() == one[rule]["drift_batch"][0], rule
+    assert np.all(r["at_batch"]["freeze"] == 0.0)                          # "0.0 exactly"
+    assert 0 < r["at_batch"]["span"].max() <= 1e-12                        # "0 or <= ..."
+    assert np.all(r["at_batch"]["project"] < r["at_batch"]["naive"])
 
 
 def test_a_small_slice():

@@ -110,6 +110,21 @@ def test_stage_formulas_are_written_as_on_the_board(stages_result):
     assert formulas["dz2"] == "dout" and formulas["z1"] == "a0 W1 + b1" and formulas["a2"] == "id(z2)"
 
 
+def test_the_batch_dots_are_filled_with_their_own_drift(slice_result):
+    from matplotlib.collections import PathCollection
+    from matplotlib.colors import to_rgba
+    fig = plots.heldout_drift(slice_result)
+    for ax, rule in zip(fig.axes, slice_result["rules"]):
+        dots, = [c for c in ax.collections if isinstance(c, PathCollection)]
+        assert np.array_equal(dots.get_offsets(), slice_result["batch"])
+        image = ax.get_images()[0]
+        at = slice_result["at_batch"][rule]
+        expected = [to_rgba("0.93") if d == 0 else image.cmap(image.norm(d)) for d in at]
+        np.testing.assert_allclose(dots.get_facecolors(), expected, rtol=0, atol=1e-12)
+        assert "at the batch: " in ax.get_title()
+    assert "0.0 exactly" in fig.axes[slice_result["rules"].index("freeze")].get_title()
+
+
 def test_the_projection_cost_takeaway_is_the_datas():
     cost = projection_cost.projection_cost_data(projection_cost.load())
     title = plots.projection_cost(cost).get_suptitle()

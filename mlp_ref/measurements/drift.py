@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data import probe_inputs
-from ..setups import G_QUESTION, LR, N_PROBE, SETUPS
+from ..setups import G_QUESTION, LR, N_PROBE, OUT1, SETUPS
 from . import fits, rules as rules_
 
 
@@ -101,24 +101,27 @@ def input_slice(n=41, fixed=0.5):
 def drift_over_slice(setup="visible", rules=("project", "freeze", "span"), lr=None, steps=1,
                      n=41, fixed=0.5, G=G_QUESTION):
     """|delta out1| over a 2-D slice of input space (x3 = ``fixed``) after ``steps`` steps of
-    each rule.
+    each rule, and at the batch's own inputs, where the rules hold it.
 
-    Returns dict: ``x1``, ``x2`` (n,), ``fixed``, ``rules``, ``batch`` (the batch's (x1, x2), for
-    reference), ``batch_off_slice`` (min |x3 - fixed| over the batch), and per rule an (n, n)
-    array of |delta out1| (rows x2, columns x1).
+    Returns dict: ``x1``, ``x2`` (n,), ``fixed``, ``rules``, ``batch`` (the batch's (x1, x2)),
+    ``batch_x3`` (the batch's x3: no batch input need lie on the slice), ``batch_off_slice``
+    (min |x3 - fixed| over the batch), per rule an (n, n) array of |delta out1| on the slice
+    (rows x2, columns x1), and ``at_batch``: per rule the (m,) |delta out1| at the batch's
+    inputs themselves (their own x3).
     """
     net0, X, _ = SETUPS[setup]()
     lr = LR[setup] if lr is None else lr
     x1, x2, grid = input_slice(n, fixed)
-    ref = net0(X)[:, 0]
-    out = {"x1": x1, "x2": x2, "fixed": fixed, "batch": X[:, :2],
+    ref = net0(X)[:, OUT1]
+    out = {"x1": x1, "x2": x2, "fixed": fixed, "batch": X[:, :2], "batch_x3": X[:, 2],
            "batch_off_slice": float(np.min(np.abs(X[:, 2] - fixed))),
-           "lr": lr, "steps": steps, "setup": setup}
+           "lr": lr, "steps": steps, "setup": setup, "at_batch": {}}
     rules = rules_.resolve(rules)
     out["rules"] = [rule.name for rule in rules]
     for rule in rules:
         net = net0.copy()
         for _ in range(steps):
             rule.step(net, X, G, lr, ref)
-        out[rule.name] = np.abs(net(grid)[:, 0] - net0(grid)[:, 0]).reshape(n, n)
+        out[rule.name] = np.abs(net(grid)[:, OUT1] - net0(grid)[:, OUT1]).reshape(n, n)
+        out["at_batch"][rule.name] = np.abs(net(X)[:, OUT1] - ref)
     return out

@@ -190,6 +190,15 @@ def pareto(result, axes=None):
 ROUNDOFF_COLOUR = "#E8D5F0"
 
 
+def _range_note(D):
+    """The range of |delta out1| in a panel's title: exact zeros and round-off said as such."""
+    if np.all(D == 0.0):
+        return "0.0 exactly"
+    if D.max() <= ROUNDOFF:
+        return f"0 or \u2264 {sci(D.max())}"
+    return f"{num(D.min())} to {num(D.max())}"
+
+
 @styled
 def heldout_drift(result, axes=None):
     """|delta out1| over a 2-D slice of input space (x3 fixed) after the rules' steps.
@@ -198,17 +207,18 @@ def heldout_drift(result, axes=None):
     log colour scale, from the smallest to the largest drift above round-off. Two kinds of
     cell are drawn off the scale, and said to be: exactly 0.0 (hatched grey) and round-off,
     0 < |delta out1| <= 1e-12 (pale lilac, the colour bar's lower extension). The batch's
-    (x1, x2) are marked; their x3 is not the slice's. ``axes``: one per rule, then one for
-    the colour bar.
+    inputs are drawn at their (x1, x2) as dots filled with their own |delta out1|
+    (``at_batch``, measured at their own x3, which is not the slice's) on the same scale: grey
+    for exactly 0.0. ``axes``: one per rule, then one for the colour bar.
     """
     rules = result["rules"]
 
     def make():
-        fig = new_figure(14.0, 4.8)
+        fig = new_figure(14.0, 5.3)
         grid = fig.add_gridspec(1, len(rules) + 1, width_ratios=[1] * len(rules) + [0.06])
         return fig, [fig.add_subplot(grid[0, i]) for i in range(len(rules) + 1)]
     fig, axes = take_axes(axes, len(rules) + 1, make)
-    lo, hi = drifting_range([result[r] for r in rules])
+    lo, hi = drifting_range([result[r] for r in rules] + [result["at_batch"][r] for r in rules])
     norm = matplotlib.colors.LogNorm(vmin=lo, vmax=hi)
     cmap = matplotlib.colormaps["viridis"].with_extremes(under=ROUNDOFF_COLOUR)
     extent = [result["x1"][0], result["x1"][-1], result["x2"][0], result["x2"][-1]]
@@ -218,16 +228,12 @@ def heldout_drift(result, axes=None):
                                hatch="//", edgecolor="0.72", lw=0, zorder=0))
         ax.imshow(np.ma.masked_equal(D, 0.0), origin="lower", extent=extent, cmap=cmap,
                   norm=norm, interpolation="nearest", zorder=1)
-        ax.scatter(*result["batch"].T, s=55, facecolor="white", edgecolor="black", lw=1.3,
-                   zorder=3)
-        if np.all(D == 0.0):
-            note = "0.0 exactly, everywhere"
-        elif D.max() <= ROUNDOFF:
-            note = f"0 or round-off (\u2264 {sci(D.max())})"
-        else:
-            note = f"{num(D.min())} to {num(D.max())}"
+        at_batch = result["at_batch"][rule]
+        ax.scatter(*result["batch"].T, s=120, edgecolor="black", lw=1.6, zorder=3, clip_on=False,
+                   facecolor=[cmap(norm(d)) if d > 0 else "0.93" for d in at_batch])
+        note = f"on the slice: {_range_note(D)}\nat the batch: {_range_note(at_batch)}"
         ax.set_title(f"{fix_label(rule)}\n{note}", color=PALETTE[rule], fontweight="bold",
-                     fontsize=12)
+                     fontsize=11)
         ax.set_xlabel("x1")
         ax.set_xticks([0, 0.5, 1])
         ax.set_yticks([0, 0.5, 1])
@@ -243,8 +249,9 @@ def heldout_drift(result, axes=None):
     fig.suptitle(f"Off the batch ({what}, lr = {result['lr']:g}, {setup}): projection still "
                  "moves out1 everywhere, O(lr); freezing holds it\nexactly; span with keep_X = the "
                  "batch freezes the hidden layers, so it IS freezing, up to round-off")
-    where = ("their x3 is not {:g}, so no batch point lies on this slice" if result["batch_off_slice"] > 0
+    where = ("no batch input lies on this slice (x3 = {:g})" if result["batch_off_slice"] > 0
              else "some lie on this slice (x3 = {:g})").format(result["fixed"])
-    fig.text(0.5, 0.005, f"white dots: the batch's (x1, x2); {where}", ha="center", va="bottom",
-             fontsize=11, style="italic")
+    fig.text(0.5, 0.005, f"dots: the {len(result['batch'])} batch inputs at their (x1, x2), each "
+             f"filled with |\u0394out1| at the input itself, at its own x3; {where}",
+             ha="center", va="bottom", fontsize=11, style="italic")
     return fig
