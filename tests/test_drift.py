@@ -45,8 +45,14 @@ def test_many_steps(trajectories):
     assert np.all(traj["freeze"]["drift_unseen"] == 0.0)
     assert np.max(traj["project+restore"]["drift_batch"]) <= 1e-12         # "on the batch"
     assert end["project+restore"]["drift_unseen"] > end["naive"]["drift_unseen"]   # "even more"
-    assert end["penalty"]["drift_batch"] < 0.5 * end["naive"]["drift_batch"]       # "pulls back"
-    assert end["penalty"]["drift_batch"] > 0.1                                     # "only"
+    # README: "the penalty pulls the drift on the batch under half of naive's from step 8 on (37% at
+    # the end), but on the unseen inputs it ends just over half (54%), and at 0 on neither"
+    ratio = {where: traj["penalty"][f"drift_{where}"][1:] / traj["naive"][f"drift_{where}"][1:]
+             for where in ("batch", "unseen")}                                     # [k]: step k + 1
+    assert ratio["batch"][6] >= 0.5 and np.all(ratio["batch"][7:] < 0.5)
+    assert round(100 * ratio["batch"][-1]) == 37
+    assert 0.5 < ratio["unseen"][-1] and round(100 * ratio["unseen"][-1]) == 54
+    assert end["penalty"]["drift_batch"] > 0.1 and end["penalty"]["drift_unseen"] > 0.1
     for key in ("drift_batch", "drift_unseen", "gain"):
         assert np.array_equal(traj["masked"][key], traj["naive"][key])
     # pareto.png: "freezing ... with half the gain", "projection + restore keeps the gain"
@@ -75,8 +81,10 @@ def test_the_slice_figure_measures_the_batch_where_it_lies(slice_result):
     for rule in r["rules"]:
         assert r["at_batch"][rule].shape == (8,)
         assert r["at_batch"][rule].max() == one[rule]["drift_batch"][0], rule
-    assert np.all(r["at_batch"]["freeze"] == 0.0)                          # "0.0 exactly"
-    assert 0 < r["at_batch"]["span"].max() <= 1e-12                        # "0 or <= ..."
+    # the titles, and the README: "each filled with its own drift: 0.0 under freezing, at most
+    # 1e-12 under span"; "which lie off the slice" is test_off_the_batch
+    assert np.all(r["at_batch"]["freeze"] == 0.0)
+    assert 0 < r["at_batch"]["span"].max() <= 1e-12
     assert np.all(r["at_batch"]["project"] < r["at_batch"]["naive"])
 
 
