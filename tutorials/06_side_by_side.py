@@ -43,7 +43,8 @@ runs = {setup: trajectories(setup, steps=100) for setup in ("seed", "visible")}
 rows = []
 for setup, run in runs.items():
     for rule in RULES:
-        row = {"setup": setup, "rule": rule, "lr": run["lr"], "long_steps": 100}
+        row = {"setup": setup, "rule": rule, "lr": run["lr"], "long_steps": 100,
+               "n_probe": run["n_probe"], "settings": RULES[rule].settings}   # the penalty's lam
         for key in ("gain", "drift_batch", "drift_unseen"):
             row[f"{key}_1"], row[f"{key}_n"] = float(run[rule][key][1]), float(run[rule][key][100])
         rows.append(row)
