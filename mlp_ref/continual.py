@@ -1,0 +1,264 @@
+"""The fixes on a real task: keep what a network knows about digits 0-4 while it learns 5-9.
+
+The question's setting, grown up. A [64, H, H, 10] tanh network learns the handwritten digits
+0-4 (``data.digits``: one-hot targets over all ten outputs, ``losses.mse``), then learns 5-9
+the same way. Nothing in the second task's loss mentions the old digits, except that its
+one-hot targets push outputs 0-4 *down* on the new images; so a plain gradient step lowers
+outputs 0-4 everywhere, and read class-incrementally (the argmax over all ten outputs) the
+network forgets 0-4. Each fix holds outputs 0-4 while the second task trains:
+
+    naive             the plain gradient of the second task
+    freeze            only out 5-9's own weights train (SplitHeads: heads [0-4] and [5-9])
+    towers            a whole second network for out 5-9 (TwoTower), out 0-4's left alone
+    project           fixes.project holding outputs 0-4 on a *memory* of m old training
+                      images (keep_X != X: the memory is old data, the batch is new data)
+    project+restore   the same, then fixes.restore back to the values before the second task
+    span              fixes.span_project over the same memory (GPM)
+    penalty           the gradient plus fixes.penalty pulling outputs 0-4 back on the memory
+
+The memory is the first m images of one seeded permutation of the old training images, so a
+smaller memory is part of every larger one; the old *test* images are never in it, and the
+drift measured on them is the drift off the memory.
+
+Everything here returns plain arrays and numbers (no matplotlib). Times are wall-clock and
+vary from run to run; the rest is the same bits for the same arguments and machine.
+"""
+from __future__ import annotations
+
+import time
+import tracemalloc
+
+import numpy as np
+
+from . import data, fixes, losses
+from .architectures import SplitHeads, TwoTower
+from .jacobian import OutputJacobian
+from .network import MLP
+
+#: The outputs of the old task (held) and of the new one (trained).
+OLD = tuple(range(5))
+NEW = tuple(range(5, 10))
+
+#: The experiment: width, steps and step size of each task, the memory sizes, the seeds.
+HIDDEN = 64
+FIRST_STEPS = 60
+SECOND_STEPS = 20
+LR = 2.0
+MEMORY_SIZES = (8, 32, 128)
+#: Restoring costs a Gram solve per Gauss-Newton iteration, two or three a step: it runs on the
+#: smaller memories only, where it already shows all it changes (nothing, off the memory).
+RESTORE_SIZES = (8, 32)
+INIT_STD = 0.1
+SEED = 0
+#: The penalty's weight is PENALTY_SAFETY / (lr * lambda_max(J J^T)) on the memory at the start
+#: of the second task: half of the largest weight for which the pull alone is stable (< 2).
+PENALTY_SAFETY = 1.0
+
+#: Every fix, in the order tables and figures list them; those that need a memory.
+FIXES = ("naive", "freeze", "towers", "project", "project+restore", "span", "penalty")
+MEMORY_FIXES = ("project", "project+restore", "span", "penalty")
+
+
+def tasks(seed=SEED):
+    """The two tasks' training and test sets, inputs centred and scaled.
+
+    Pixels (0 .. 16) are centred by the mean old-task training image and divided by 16: the
+    second task arrives later, so only the first task's data sets the centring.
+
+    Returns
+    -------
+    dict of arrays: ``X_old``, ``y_old``, ``X_new``, ``y_new`` (training), ``T_old``, ``t_old``,
+    ``T_new``, ``t_new`` (test); X and T are (n, 64), y and t the digits (n,).
+    """
+    X, y, T, t = data.digits(seed=seed)
+    old, test_old = np.isin(y, OLD), np.isin(t, OLD)
+    mean = X[old].mean(axis=0)
+    scale = lambda A: (A - mean) / 16.0      # noqa: E731
+    return {"X_old": scale(X[old]), "y_old": y[old], "X_new": scale(X[~old]), "y_new": y[~old],
+            "T_old": scale(T[test_old]), "t_old": t[test_old],
+            "T_new": scale(T[~test_old]), "t_new": t[~test_old]}
+
+
+def one_hot(y, K=10):
+    """(n, K) targets: 1 in the column of each digit, 0 in the nine others."""
+    return np.eye(K)[np.asarray(y)]
+
+
+def accuracy(model, X, y):
+    """The fraction of rows whose largest output, over all ten, is the right digit."""
+    return float(np.mean(np.argmax(model(X), axis=1) == y))
+
+
+def first_task(hidden=HIDDEN, steps=FIRST_STEPS, lr=LR, seed=SEED):
+    """A [64, hidden, hidden, 10] tanh network trained on digits 0-4 by full-batch gradient
+    descent on the MSE against one-hot targets. Returns (net, tasks(seed))."""
+    d = tasks(seed)
+    net = MLP([64, hidden, hidden, 10], hidden="tanh", output="identity", init_std=INIT_STD,
+              seed=seed)
+    Y = one_hot(d["y_old"])
+    for _ in range(steps):
+        _, G = losses.mse(net(d["X_old"]), Y)
+        net.step(net.gradient(d["X_old"], G), lr)
+    return net, d
+
+
+def memory(d, m, seed=SEED):
+    """The first m images of a seeded permutation of the old training images: (m, 64)."""
+    order = np.random.default_rng(seed + 1).permutation(len(d["X_old"]))
+    return d["X_old"][order[:m]]
+
+
+def penalty_weight(net, mem, lr, safety=PENALTY_SAFETY):
+    """lambda = safety / (lr lambda_max(J J^T)), J: outputs 0-4 on the memory's rows.
+
+    Gradient descent on lambda/2 ||O_old(mem) - ref||^2 alone multiplies the error along the
+    Gram's top eigenvector by (1 - lr lambda lambda_max): stable while lr lambda lambda_max < 2.
+    """
+    lam_max = float(np.linalg.eigvalsh(OutputJacobian(net, mem, OLD).gram())[-1])
+    return safety / (lr * lam_max), lam_max
+
+
+def _model(net, fix):
+    """The model a fix trains (a copy: ``net`` is never modified), and its trainable keys."""
+    if fix == "freeze":
+        model = SplitHeads.from_mlp(net, heads=[list(OLD), list(NEW)])
+        return model, model.head_keys(1)
+    if fix == "towers":
+        model = TwoTower.from_mlp(net, groups=[list(OLD), list(NEW)])
+        return model, model.tower_keys(1)
+    return net.copy(), None
+
+
+def _direction(fix, model, trainable, X, G, mem, ref, lam):
+    """The direction D of one step of ``fix`` (restoring, if any, comes after the step)."""
+    if fix in ("freeze", "towers"):
+        return fixes.freeze(model, X, G, trainable=trainable)
+    if fix in ("project", "project+restore"):
+        return fixes.project(model, X, G, keep=OLD, keep_X=mem)
+    if fix == "span":
+        return fixes.span_project(model, X, G, keep=OLD, keep_X=mem)
+    D = model.gradient(X, G)
+    if fix == "penalty":        # the pull lambda J^T (O_old(mem) - ref), from the memory's rows
+        pull = fixes.penalty(model, mem, np.zeros((len(mem), 10)), keep=OLD, ref=ref, lam=lam)
+        D = {k: D[k] + pull[k] for k in D}
+    return D
+
+
+def _step(fix, model, trainable, X, G, mem, ref, lam, lr):
+    model.step(_direction(fix, model, trainable, X, G, mem, ref, lam), lr)
+    if fix == "project+restore":
+        return fixes.restore(model, mem, ref, keep=OLD).converged
+    return True
+
+
+def second_task(net, d, fix, m=None, steps=SECOND_STEPS, lr=LR, seed=SEED):
+    """Train ``fix`` on digits 5-9 for ``steps`` full-batch steps from ``net`` (not modified).
+
+    m : the memory size, for the fixes in MEMORY_FIXES (ignored, and reported as 0, otherwise)
+
+    Returns
+    -------
+    dict:
+        old_acc, new_acc : (steps + 1,)   test accuracy (argmax over all ten outputs) on the
+                                          old and new digits, before each step and at the end
+        drift_max, drift_mean : float     max and mean |change of outputs 0-4| on the old test
+                                          images (none of them is in the memory)
+        memory_drift : float              max |change of outputs 0-4| on the memory (nan without)
+        seconds_per_step : float          wall time of a direction and its step (and restore)
+        peak_bytes : int                  tracemalloc's peak during one such step
+        converged : bool                  every restore reached its tolerance (True otherwise)
+        lam, lam_max : float              the penalty's weight and lambda_max (nan otherwise)
+        m : int
+    """
+    if fix not in FIXES:
+        raise ValueError(f"fix: expected one of {list(FIXES)}, got {fix!r}")
+    m = int(m) if fix in MEMORY_FIXES else 0
+    if fix in MEMORY_FIXES and m < 1:
+        raise ValueError(f"m: expected a memory size >= 1 for {fix!r}, got {m}")
+    mem = memory(d, m, seed) if m else None
+    ref = net(mem)[:, list(OLD)] if m else None
+    lam, lam_max = penalty_weight(net, mem, lr) if fix == "penalty" else (np.nan, np.nan)
+    model, trainable = _model(net, fix)
+    X, Y = d["X_new"], one_hot(d["y_new"])
+    before = net(d["T_old"])[:, list(OLD)]
+    old_acc, new_acc = [accuracy(model, d["T_old"], d["t_old"])], [accuracy(model, d["T_new"],
+                                                                            d["t_new"])]
+    seconds, peak, converged = 0.0, 0, True
+    for step in range(steps):
+        _, G = losses.mse(model(X), Y)
+        if step == 0:                       # memory once, untimed: tracing slows allocation
+            probe = model.copy()
+            peak = _peak_bytes(lambda: _step(fix, probe, trainable, X, G, mem, ref, lam, lr))
+        t0 = time.perf_counter()
+        converged &= _step(fix, model, trainable, X, G, mem, ref, lam, lr)
+        seconds += time.perf_counter() - t0
+        old_acc.append(accuracy(model, d["T_old"], d["t_old"]))
+        new_acc.append(accuracy(model, d["T_new"], d["t_new"]))
+    drift = np.abs(model(d["T_old"])[:, list(OLD)] - before)
+    memory_drift = float(np.max(np.abs(model(mem)[:, list(OLD)] - ref))) if m else np.nan
+    return {"fix": fix, "m": m, "old_acc": np.array(old_acc), "new_acc": np.array(new_acc),
+            "drift_max": float(drift.max()), "drift_mean": float(drift.mean()),
+            "memory_drift": memory_drift, "seconds_per_step": seconds / max(steps, 1),
+            "peak_bytes": peak, "converged": bool(converged), "lam": lam, "lam_max": lam_max}
+
+
+def _peak_bytes(work):
+    """The peak of tracemalloc's traced memory while ``work()`` runs, above where it started."""
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    start = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    try:
+        work()
+        return tracemalloc.get_traced_memory()[1] - start
+    finally:
+        if not tracing:
+            tracemalloc.stop()
+
+
+def plan(memory_sizes=MEMORY_SIZES, restore_sizes=RESTORE_SIZES):
+    """The (fix, m) pairs of the experiment, in FIXES order: m = None for fixes without memory."""
+    return [(fix, m) for fix in FIXES
+            for m in ((None,) if fix not in MEMORY_FIXES else
+                      restore_sizes if fix == "project+restore" else memory_sizes)]
+
+
+def run(hidden=HIDDEN, first_steps=FIRST_STEPS, second_steps=SECOND_STEPS, lr=LR,
+        memory_sizes=MEMORY_SIZES, restore_sizes=RESTORE_SIZES, seed=SEED):
+    """The whole experiment: the first task once, then every fix of ``plan``.
+
+    Returns
+    -------
+    dict: ``first`` (old-task test accuracy after the first task), ``n_params``, ``sizes``,
+    ``memory_sizes``, and ``runs``: a list of ``second_task`` results, the fixes in FIXES order,
+    each memory fix once per memory size (project+restore per size in ``restore_sizes``).
+    """
+    net, d = first_task(hidden, first_steps, lr, seed)
+    runs = [second_task(net, d, fix, m, second_steps, lr, seed)
+            for fix, m in plan(memory_sizes, restore_sizes)]
+    return {"first": accuracy(net, d["T_old"], d["t_old"]), "n_params": net.n_params,
+            "sizes": list(net.sizes), "memory_sizes": tuple(memory_sizes), "runs": runs,
+            "n_train": {"old": len(d["X_old"]), "new": len(d["X_new"])},
+            "n_test": {"old": len(d["T_old"]), "new": len(d["T_new"])}}
+
+
+def find(result, fix, m=None):
+    """The run of ``fix`` (at memory size m) in ``run()``'s result."""
+    for r in result["runs"]:
+        if r["fix"] == fix and (m is None or r["m"] == m):
+            return r
+    raise ValueError(f"fix: no run of {fix!r} with m = {m} in this result")
+
+
+def format_runs(result):
+    """One line per run: old and new test accuracy, drift off the memory, time and memory."""
+    lines = [f"{'fix':16} {'m':>4}  {'old acc':>7}  {'new acc':>7}  {'max|d out0-4|':>13}  "
+             f"{'mean':>7}  {'on memory':>9}  {'ms/step':>8}  {'peak MiB':>8}"]
+    for r in result["runs"]:
+        mem = "" if np.isnan(r["memory_drift"]) else f"{r['memory_drift']:.1e}"
+        lines.append(f"{r['fix']:16} {r['m'] or '':>4}  {r['old_acc'][-1]:7.3f}  "
+                     f"{r['new_acc'][-1]:7.3f}  {r['drift_max']:13.3f}  {r['drift_mean']:7.4f}  "
+                     f"{mem:>9}  {1e3 * r['seconds_per_step']:8.1f}  "
+                     f"{r['peak_bytes'] / 2**20:8.2f}")
+    return "\n".join(lines)
