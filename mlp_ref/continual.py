@@ -20,6 +20,10 @@ The memory is the first m images of one seeded permutation of the old training i
 smaller memory is part of every larger one; the old *test* images are never in it, and the
 drift measured on them is the drift off the memory.
 
+Projection and restoring run in the fast tier (``fast.project``, ``fast.restore``: the same
+directions as ``fixes.project`` and ``fixes.restore`` to 1e-12, several times sooner at a few
+hundred constraints); ``tier="reference"`` runs the reference instead.
+
 Everything here returns plain arrays and numbers (no matplotlib). Times are wall-clock and
 vary from run to run; the rest is the same bits for the same arguments and machine.
 """
@@ -30,9 +34,9 @@ import tracemalloc
 
 import numpy as np
 
-from . import data, fixes, losses
+from . import data, fast, fixes, losses
 from .architectures import SplitHeads, TwoTower
-from .jacobian import OutputJacobian
+from .jacobian import GramSolver, OutputJacobian
 from .network import MLP
 
 #: The outputs of the old task (held) and of the new one (trained).
@@ -129,12 +133,16 @@ def _model(net, fix):
     return net.copy(), None
 
 
-def _direction(fix, model, trainable, X, G, mem, ref, lam):
+#: The two tiers' projection and restoring step.
+TIERS = {"fast": (fast.project, fast.restore), "reference": (fixes.project, fixes.restore)}
+
+
+def _direction(fix, model, trainable, X, G, mem, ref, lam, tier):
     """The direction D of one step of ``fix`` (restoring, if any, comes after the step)."""
     if fix in ("freeze", "towers"):
         return fixes.freeze(model, X, G, trainable=trainable)
     if fix in ("project", "project+restore"):
-        return fixes.project(model, X, G, keep=OLD, keep_X=mem)
+        return TIERS[tier][0](model, X, G, keep=OLD, keep_X=mem)
     if fix == "span":
         return fixes.span_project(model, X, G, keep=OLD, keep_X=mem)
     D = model.gradient(X, G)
@@ -144,14 +152,14 @@ def _direction(fix, model, trainable, X, G, mem, ref, lam):
     return D
 
 
-def _step(fix, model, trainable, X, G, mem, ref, lam, lr):
-    model.step(_direction(fix, model, trainable, X, G, mem, ref, lam), lr)
+def _step(fix, model, trainable, X, G, mem, ref, lam, lr, tier):
+    model.step(_direction(fix, model, trainable, X, G, mem, ref, lam, tier), lr)
     if fix == "project+restore":
-        return fixes.restore(model, mem, ref, keep=OLD).converged
+        return TIERS[tier][1](model, mem, ref, keep=OLD).converged
     return True
 
 
-def second_task(net, d, fix, m=None, steps=SECOND_STEPS, lr=LR, seed=SEED):
+def second_task(net, d, fix, m=None, steps=SECOND_STEPS, lr=LR, seed=SEED, tier="fast"):
     """Train ``fix`` on digits 5-9 for ``steps`` full-batch steps from ``net`` (not modified).
 
     m : the memory size, for the fixes in MEMORY_FIXES (ignored, and reported as 0, otherwise)
@@ -164,6 +172,7 @@ def second_task(net, d, fix, m=None, steps=SECOND_STEPS, lr=LR, seed=SEED):
         drift_max, drift_mean : float     max and mean |change of outputs 0-4| on the old test
                                           images (none of them is in the memory)
         memory_drift : float              max |change of outputs 0-4| on the memory (nan without)
+        old_as_new : float                the fraction of old test images read as a new digit
         seconds_per_step : float          wall time of a direction and its step (and restore)
         peak_bytes : int                  tracemalloc's peak during one such step
         converged : bool                  every restore reached its tolerance (True otherwise)
@@ -172,6 +181,8 @@ def second_task(net, d, fix, m=None, steps=SECOND_STEPS, lr=LR, seed=SEED):
     """
     if fix not in FIXES:
         raise ValueError(f"fix: expected one of {list(FIXES)}, got {fix!r}")
+    if tier not in TIERS:
+        raise ValueError(f"tier: expected one of {list(TIERS)}, got {tier!r}")
     m = int(m) if fix in MEMORY_FIXES else 0
     if fix in MEMORY_FIXES and m < 1:
         raise ValueError(f"m: expected a memory size >= 1 for {fix!r}, got {m}")
@@ -188,17 +199,21 @@ def second_task(net, d, fix, m=None, steps=SECOND_STEPS, lr=LR, seed=SEED):
         _, G = losses.mse(model(X), Y)
         if step == 0:                       # memory once, untimed: tracing slows allocation
             probe = model.copy()
-            peak = _peak_bytes(lambda: _step(fix, probe, trainable, X, G, mem, ref, lam, lr))
+            peak = _peak_bytes(lambda: _step(fix, probe, trainable, X, G, mem, ref, lam, lr,
+                                               tier))
         t0 = time.perf_counter()
-        converged &= _step(fix, model, trainable, X, G, mem, ref, lam, lr)
+        converged &= _step(fix, model, trainable, X, G, mem, ref, lam, lr, tier)
         seconds += time.perf_counter() - t0
         old_acc.append(accuracy(model, d["T_old"], d["t_old"]))
         new_acc.append(accuracy(model, d["T_new"], d["t_new"]))
-    drift = np.abs(model(d["T_old"])[:, list(OLD)] - before)
+    after = model(d["T_old"])
+    drift = np.abs(after[:, list(OLD)] - before)
     memory_drift = float(np.max(np.abs(model(mem)[:, list(OLD)] - ref))) if m else np.nan
     return {"fix": fix, "m": m, "old_acc": np.array(old_acc), "new_acc": np.array(new_acc),
             "drift_max": float(drift.max()), "drift_mean": float(drift.mean()),
-            "memory_drift": memory_drift, "seconds_per_step": seconds / max(steps, 1),
+            "memory_drift": memory_drift,
+            "old_as_new": float(np.mean(np.argmax(after, axis=1) >= len(OLD))),
+            "seconds_per_step": seconds / max(steps, 1),
             "peak_bytes": peak, "converged": bool(converged), "lam": lam, "lam_max": lam_max}
 
 
@@ -231,16 +246,25 @@ def run(hidden=HIDDEN, first_steps=FIRST_STEPS, second_steps=SECOND_STEPS, lr=LR
     Returns
     -------
     dict: ``first`` (old-task test accuracy after the first task), ``n_params``, ``sizes``,
-    ``memory_sizes``, and ``runs``: a list of ``second_task`` results, the fixes in FIXES order,
+    ``memory_sizes``, ``input_ranks`` (m -> ``input_ranks`` of that memory), and ``runs``: a list of ``second_task`` results, the fixes in FIXES order,
     each memory fix once per memory size (project+restore per size in ``restore_sizes``).
     """
     net, d = first_task(hidden, first_steps, lr, seed)
     runs = [second_task(net, d, fix, m, second_steps, lr, seed)
             for fix, m in plan(memory_sizes, restore_sizes)]
     return {"first": accuracy(net, d["T_old"], d["t_old"]), "n_params": net.n_params,
+            "input_ranks": {m: input_ranks(net, memory(d, m, seed)) for m in memory_sizes},
             "sizes": list(net.sizes), "memory_sizes": tuple(memory_sizes), "runs": runs,
             "n_train": {"old": len(d["X_old"]), "new": len(d["X_new"])},
             "n_test": {"old": len(d["T_old"]), "new": len(d["T_new"])}}
+
+
+def input_ranks(net, mem):
+    """For each layer l, the rank of [a_{l-1}, 1] on the memory's rows: when it reaches
+    n_{l-1} + 1, span projection leaves layer l nothing to train (``fixes.span_project``)."""
+    record = net.forward(mem)
+    return [int(np.linalg.matrix_rank(np.hstack([record.a[l - 1], np.ones((len(mem), 1))])))
+            for l in range(1, net.depth + 1)]
 
 
 def find(result, fix, m=None):
@@ -262,3 +286,106 @@ def format_runs(result):
                      f"{mem:>9}  {1e3 * r['seconds_per_step']:8.1f}  "
                      f"{r['peak_bytes'] / 2**20:8.2f}")
     return "\n".join(lines)
+
+
+# -- the cost of holding 5 m constraints -------------------------------------------------------
+#: The memory sizes of the cost sweep: 40 to 2,560 constraints (5 outputs on m images).
+COST_SIZES = (8, 16, 32, 64, 128, 256, 512)
+
+
+def _best_time(work, repeats):
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def constraint_cost(memory_sizes=COST_SIZES, hidden=HIDDEN, repeats=3, seed=SEED):
+    """Time and memory of one projected direction holding outputs 0-4 on m memory images,
+    training on the ~600 new images, against m. Best of ``repeats`` wall times, in seconds.
+
+    Returns
+    -------
+    dict of lists, one entry per m: ``m``, ``constraints`` (5 m), ``fast`` and ``reference``
+    (``fast.project`` and ``fixes.project``), ``gram`` (J J^T from its per-layer factors),
+    ``eigh`` (the reference's rank-revealing solve, ``jacobian.GramSolver``), ``cholesky``
+    (``fast.GramSolver``: Cholesky and the triangular inverse at full rank), ``peak_fast``,
+    ``peak_reference`` (tracemalloc's peak, bytes), ``gram_bytes`` (8 n^2, n = 5 m); and
+    ``sizes``, ``n_params``, ``n_new``, ``repeats``.
+    """
+    d = tasks(seed)
+    net = MLP([64, hidden, hidden, 10], hidden="tanh", init_std=INIT_STD, seed=seed)
+    X = d["X_new"]
+    _, G = losses.mse(net(X), one_hot(d["y_new"]))
+    out = {k: [] for k in ("m", "constraints", "fast", "reference", "gram", "eigh", "cholesky",
+                           "peak_fast", "peak_reference", "gram_bytes")}
+    for m in memory_sizes:
+        mem = memory(d, m, seed)
+        gram = OutputJacobian(net, mem, OLD).gram()
+        timed = {
+            "fast": lambda: fast.project(net, X, G, keep=OLD, keep_X=mem),
+            "reference": lambda: fixes.project(net, X, G, keep=OLD, keep_X=mem),
+            "gram": lambda: OutputJacobian(net, mem, OLD).gram(),
+            "eigh": lambda: GramSolver(gram),
+            "cholesky": lambda: fast.GramSolver(gram),
+        }
+        out["m"].append(int(m))
+        out["constraints"].append(len(OLD) * int(m))
+        for name, work in timed.items():
+            out[name].append(_best_time(work, repeats))
+        out["peak_fast"].append(_peak_bytes(timed["fast"]))
+        out["peak_reference"].append(_peak_bytes(timed["reference"]))
+        out["gram_bytes"].append(int(gram.nbytes))
+    out.update(sizes=list(net.sizes), n_params=net.n_params, n_new=len(X), repeats=repeats)
+    return out
+
+
+def load_cost():
+    """The cost sweep shipped with the package (``mlp_ref/resources/continual_cost.json``): the
+    output of ``python -m mlp_ref.continual --json`` on the project's machine."""
+    import json
+    from importlib import resources
+    return json.loads(resources.files(__package__).joinpath(
+        "resources", "continual_cost.json").read_text())
+
+
+def loglog_slope(x, y):
+    """The least-squares slope of log y against log x."""
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+def main(argv=None):
+    """``python -m mlp_ref.continual [--json PATH] [--sizes 8,16,...] [--hidden H]``: the cost
+    sweep, printed, and saved as JSON (what ``figures`` draws the cost figure from)."""
+    import argparse
+    import json
+    import os
+    import platform
+    parser = argparse.ArgumentParser(prog="python -m mlp_ref.continual", description=main.__doc__)
+    parser.add_argument("--json", help="save the sweep here")
+    parser.add_argument("--sizes", default=",".join(map(str, COST_SIZES)))
+    parser.add_argument("--hidden", type=int, default=HIDDEN)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    res = constraint_cost(tuple(int(s) for s in args.sizes.split(",")), args.hidden, args.repeats)
+    res["machine"] = {"python": platform.python_version(), "numpy": np.__version__,
+                      "processor": platform.machine(), "cpus": os.cpu_count(),
+                      "load": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+                      "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS")}
+    print(f"{'m':>5} {'5m':>6} {'fast s':>8} {'ref s':>8} {'gram s':>8} {'eigh s':>8} "
+          f"{'chol s':>8} {'peak MiB':>9} {'gram MiB':>9}")
+    for i, m in enumerate(res["m"]):
+        print(f"{m:5d} {res['constraints'][i]:6d} {res['fast'][i]:8.4f} {res['reference'][i]:8.4f} "
+              f"{res['gram'][i]:8.4f} {res['eigh'][i]:8.4f} {res['cholesky'][i]:8.4f} "
+              f"{res['peak_fast'][i] / 2**20:9.2f} {res['gram_bytes'][i] / 2**20:9.2f}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(res, fh, indent=1)
+            fh.write("\n")
+    return res
+
+
+if __name__ == "__main__":
+    main()
