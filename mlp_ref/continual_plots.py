@@ -23,7 +23,7 @@ def _label(run):
 
 
 #: Where each fix's point labels go (points, points, alignment): clear of their neighbours.
-_OFFSETS = {"span": (-8, -4, "right"), "towers": (8, -14, "left")}
+_OFFSETS = {"span": (-8, -4, "right"), "towers": (-10, -16, "right")}
 
 
 @styled
@@ -161,7 +161,7 @@ def constraint_cost(cost):
                    color=PALETTE["naive"])
     right.set_ylabel("peak memory (MiB, tracemalloc)")
     ratio = d["peak_reference"][-1] / d["gram_bytes"][-1]
-    right.set_title(f"memory: n \u00d7 n arrays take over ({ratio:.1f} Grams' worth at n = {int(n[-1])})")
+    right.set_title(f"memory: at n = {int(n[-1])}, the peak is {ratio:.1f} Grams")
     for ax in (left, right):
         ax.set_xscale("log")
         ax.set_yscale("log")
