@@ -113,13 +113,11 @@ def memory(d, m, seed=SEED):
 
 
 def penalty_weight(net, mem, lr, safety=PENALTY_SAFETY):
-    """lambda = safety / (lr lambda_max(J J^T)), J: outputs 0-4 on the memory's rows.
-
-    Gradient descent on lambda/2 ||O_old(mem) - ref||^2 alone multiplies the error along the
-    Gram's top eigenvector by (1 - lr lambda lambda_max): stable while lr lambda lambda_max < 2.
-    """
-    lam_max = float(np.linalg.eigvalsh(OutputJacobian(net, mem, OLD).gram())[-1])
-    return safety / (lr * lam_max), lam_max
+    """lambda = safety / (lr lambda_max(J J^T)), J: outputs 0-4 on the memory's rows; and
+    lambda_max. ``fixes.penalty_limit`` gives the largest stable lr lambda, 2 / lambda_max: the
+    pull multiplies the error along the Gram's top eigenvector by 1 - lr lambda lambda_max."""
+    limit = fixes.penalty_limit(net, mem, OLD)
+    return safety * limit / (2.0 * lr), 2.0 / limit
 
 
 def _model(net, fix):

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlp_ref import continual, data, figures, fixes
+from mlp_ref import continual, data, figures, fixes, tutorial
 from mlp_ref.continual import find
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -251,11 +251,47 @@ def test_readme_states_the_cost_sweep(cost):
     assert cost["gram_bytes"][-1] == 50 * 2**20
 
 
+def _tutorial_text():
+    path = ROOT / "tutorials" / "08_a_real_task.py"
+    return _flat(" ".join(c.source for c in tutorial.cells(path.read_text())
+                          if c.kind == "markdown"))
+
+
 def test_tutorial_08_says_what_the_run_does(res):
-    text = _flat((ROOT / "tutorials" / "08_a_real_task.py").read_text())
-    assert f"{continual.FIRST_STEPS} full-batch steps, lr {continual.LR:g}" in text
-    assert f"{continual.SECOND_STEPS} steps on digits 5-9" in text
-    assert "the 300 old *test* images" in text and res["n_test"]["old"] == 300
-    assert "the ~600 images of 5-9" in text and abs(res["n_train"]["new"] - 600) < 10
-    assert "at all 21 points" in text and len(find(res, "freeze")["old_acc"]) == 21
-    assert "1,797 handwritten digits" in text and len(data.digits_arrays()[1]) == 1797
+    text = _tutorial_text()
+    naive, freeze, towers = (find(res, f) for f in ("naive", "freeze", "towers"))
+    p = {m: find(res, "project", m) for m in res["memory_sizes"]}
+    span = {m: find(res, "span", m) for m in res["memory_sizes"]}
+    claims = [
+        f"{continual.FIRST_STEPS} full-batch steps, lr {continual.LR:g}",
+        f"After the first task, {pct(res['first'])} of the old test digits are right",
+        f"## 2. Every fix, {continual.SECOND_STEPS} steps on digits 5-9",
+        f"the 300 old *test* images",
+        f"A plain step learns the new digits ({pct(naive['new_acc'][-1])} right after 20 steps) "
+        f"and forgets the old: {pct(naive['old_acc'][-1])} of them",
+        f"moved by {naive['drift_mean']:.2f} on average, up to {naive['drift_max']:.2f}",
+        f"to {pct(freeze['old_acc'][-1])} and {pct(towers['old_acc'][-1])}:",
+        f"({pct(freeze['old_as_new'])} and {pct(towers['old_as_new'])} of the old test images "
+        f"end up read as a new digit)",
+        f"({pct(freeze['new_acc'][-1])} of the new digits right after 20 steps); a tower learns "
+        f"new features ({pct(towers['new_acc'][-1])})",
+        f"accumulated ({p[8]['memory_drift']:.0e} at $m = 8$)",
+        f"with $m = 8$ the old test images drift by {p[8]['drift_mean']:.2g} on average, hardly "
+        f"less than naive's {naive['drift_mean']:.2g}, and {pct(p[8]['old_acc'][-1])} stay right",
+        f"with $m = 32$, {p[32]['drift_mean']:.2g} and {pct(p[32]['old_acc'][-1])}; with "
+        f"$m = 128$, {p[128]['drift_mean']:.2g} and {pct(p[128]['old_acc'][-1])}, at "
+        f"{pct(p[128]['new_acc'][-1])} on the new digits",
+        "With $m = 128$ the ranks are " + ", ".join(map(str, res["input_ranks"][128])) + " of 65",
+        f"with $m = 32$, {pct(span[32]['old_acc'][-1])} of the old digits and "
+        f"{pct(span[32]['new_acc'][-1])} of the new",
+        f"({find(res, 'penalty', 128)['lam_max']:.0f} at $m = 128$)",
+        "at most 50% of the old digits stay right",
+        f"same test accuracies at all {continual.SECOND_STEPS + 1} points",
+        "the 1,797 handwritten digits",
+        "(50 MiB at $m = 512$)",
+    ]
+    for claim in claims:
+        assert claim in text, claim
+    assert len(data.digits_arrays()[1]) == 1797 and res["n_test"]["old"] == 300
+    assert abs(res["n_train"]["new"] - 600) < 10          # "the ~600 images of 5-9"
+    assert all(r["memory_drift"] <= 1e-12 for r in res["runs"] if r["fix"] == "project+restore")
