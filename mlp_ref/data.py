@@ -1,4 +1,5 @@
-"""The seed's toy data set, and unseen probe inputs from the same distribution.
+"""The seed's toy data set, unseen probe inputs from the same distribution, and a real data set:
+the 8 x 8 handwritten digits (``digits``), shipped with the package.
 
 The accepted answer builds (x, y) pairs with x uniform in [0, 1)^3 and
 
