@@ -10,9 +10,11 @@ things in the same order from ``np.random.default_rng(seed)``, so a seed fixes t
 """
 from __future__ import annotations
 
+import io
+
 import numpy as np
 
-from . import _checks
+from . import _checks, resources
 
 INPUT_DIM = 3
 
@@ -72,10 +74,8 @@ def digits_arrays(source="shipped"):
     if source == "sklearn":
         table = np.loadtxt(_sklearn_digits_file(), delimiter=",", dtype=np.uint8)
         return np.ascontiguousarray(table[:, :DIGIT_PIXELS]), table[:, DIGIT_PIXELS].copy()
-    from importlib import resources
-    with resources.files(__package__).joinpath("resources", "digits.npz").open("rb") as fh:
-        with np.load(fh) as npz:
-            return npz["images"], npz["labels"]
+    with np.load(io.BytesIO(resources.read_bytes(resources.DIGITS))) as npz:
+        return npz["images"], npz["labels"]
 
 
 def _sklearn_digits_file():

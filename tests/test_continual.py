@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlp_ref import continual, data, figures, fixes, tutorial
-from mlp_ref.continual import find
+from mlp_ref import data, figures, fixes, plots, tutorial
+from mlp_ref.measurements import continual
+from mlp_ref.measurements.continual import find
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -180,9 +181,8 @@ def test_second_task_bad_arguments_are_named(kwargs, name):
 # -- the cost sweep shipped with the package -----------------------------------------------------
 @pytest.fixture(scope="module")
 def cost():
-    c = continual.load_cost()
-    return {k: (np.asarray(v, dtype=float) if isinstance(v, list) and k != "sizes" else v)
-            for k, v in c.items()}
+    """The arrays continual_cost.png draws (the figures' own cached copy)."""
+    return figures.continual_cost()
 
 
 def test_cost_sweep_covers_8_to_512_images(cost):
@@ -235,9 +235,10 @@ def _cost_sentence(cost):
     big = cost["m"] >= 64
     half = int(cost["constraints"][np.flatnonzero(cost["eigh"] > 0.5 * cost["reference"])[0]])
     ratio = cost["peak_reference"][-1] / cost["gram_bytes"][-1]
+    slope = np.polyfit(np.log(cost["constraints"][big]), np.log(cost["reference"][big]), 1)[0]
     return (f"takes {cost['reference'][i]:.2f} s at m = 128 and {cost['reference'][j]:.1f} s at "
             f"m = 512 in the reference (a fitted slope of "
-            f"{continual.loglog_slope(cost['constraints'][big], cost['reference'][big]):.1f} in n "
+            f"{slope:.1f} in n "
             f"from m = 64 on), {cost['fast'][i]:.2f} s and {cost['fast'][j]:.1f} s in the fast "
             f"tier (`fast.project`, Cholesky at full rank); from n = {half} constraints on, the "
             f"solve takes more than half of the reference's time, and at n = 2,560 its peak "
@@ -266,7 +267,7 @@ def test_tutorial_08_says_what_the_run_does(res):
         f"{continual.FIRST_STEPS} full-batch steps, lr {continual.LR:g}",
         f"After the first task, {pct(res['first'])} of the old test digits are right",
         f"## 2. Every fix, {continual.SECOND_STEPS} steps on digits 5-9",
-        f"the 300 old *test* images",
+        "the 300 old *test* images",
         f"A plain step learns the new digits ({pct(naive['new_acc'][-1])} right after 20 steps) "
         f"and forgets the old: {pct(naive['old_acc'][-1])} of them",
         f"moved by {naive['drift_mean']:.2f} on average, up to {naive['drift_max']:.2f}",
@@ -295,3 +296,21 @@ def test_tutorial_08_says_what_the_run_does(res):
     assert len(data.digits_arrays()[1]) == 1797 and res["n_test"]["old"] == 300
     assert abs(res["n_train"]["new"] - 600) < 10          # "the ~600 images of 5-9"
     assert all(r["memory_drift"] <= 1e-12 for r in res["runs"] if r["fix"] == "project+restore")
+
+
+# -- the figures --------------------------------------------------------------------------------
+def test_continual_plots_draw_into_given_axes_and_title_their_data(res, cost):
+    from matplotlib.figure import Figure
+    for plot, arg in ((plots.continual_tradeoff, res), (plots.continual_steps, res),
+                      (plots.continual_cost, cost)):
+        fig = Figure()
+        assert plot(arg, axes=fig.subplots(1, 2)) is fig and len(fig.axes) == 2
+        with pytest.raises(ValueError, match="^axes: expected 2"):
+            plot(arg, axes=Figure().subplots(1, 3))
+    naive = find(res, "naive")
+    steps = plots.continual_steps(res)
+    assert f"{naive['old_acc'][-1]:.0%} after {continual.SECOND_STEPS} steps" in steps.get_suptitle()
+    big = cost["m"] >= 64
+    slope = np.polyfit(np.log(cost["constraints"][big]), np.log(cost["reference"][big]), 1)[0]
+    titles = [ax.get_title() for ax in plots.continual_cost(cost).axes]
+    assert f"time: slope {slope:.1f} over the last {int(big.sum())} sizes" in titles

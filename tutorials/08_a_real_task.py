@@ -16,9 +16,10 @@
 # %%
 import numpy as np
 
-from mlp_ref import continual, data
-from mlp_ref.continual import find
-from mlp_ref.tutorial import run_headless
+from mlp_ref import data, report
+from mlp_ref.measurements import continual
+from mlp_ref.measurements.continual import find
+from mlp_ref.tutorial import figure, run_headless
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 
@@ -60,7 +61,8 @@ print(f"network {result['sizes']}, {result['n_params']} parameters;  "
 # directions to 1e-12, sooner). The times are this run's, and vary from run to run.
 
 # %%
-print(continual.format_runs(result))
+print(report.format_continual(result))
+figure("continual_tradeoff", result)
 
 # %% [markdown]
 # ## 3. Naive: forgetting within a few steps
@@ -74,6 +76,7 @@ naive, freeze, towers = (find(result, f) for f in ("naive", "freeze", "towers"))
 print(f"naive: new {pct(naive['new_acc'][-1])}, old {pct(naive['old_acc'][-1])};  "
       f"|change of outputs 0-4| mean {naive['drift_mean']:.2f}, max {naive['drift_max']:.2f}")
 print("old accuracy, step by step:", np.round(naive["old_acc"], 2))
+figure("continual_steps", result)
 
 # %% [markdown]
 # ## 4. Separate heads and two towers: exactly held, and still forgetting
@@ -160,17 +163,18 @@ for m in result["memory_sizes"]:
 # Projection solves an $n \times n$ system, $n = 5m$: the Gram $J J^\top$ holds $8 n^2$ bytes
 # (50 MiB at $m = 512$), and the reference's rank-revealing eigendecomposition takes $n^3$ time;
 # the fast tier factorises by Cholesky at full rank, also $n^3$, with a smaller constant. The
-# cost sweep shipped with the package (`python -m mlp_ref.continual`, on this project's machine,
-# shared with other work when it ran) times one projected direction from $m = 8$ to 512. What
-# remains in the fast tier is that factorisation and the Gram's $n^2$ products: the price of
+# cost sweep shipped with the package (`python -m mlp_ref.measurements.continual`, on this
+# project's machine, shared with other work when it ran) times one projected direction from
+# $m = 8$ to 512. What remains in the fast tier is that factorisation and the Gram's $n^2$ products: the price of
 # holding every constraint exactly, paid at every step.
 
 # %%
-cost = continual.load_cost()
-for i, m in enumerate(cost["m"]):
-    print(f"m = {m:4d} (n = {cost['constraints'][i]:5d}): reference {cost['reference'][i]:7.3f} s, "
+cost = continual.constraint_cost_data(continual.load_cost())
+for i, m in enumerate(cost["m"].astype(int)):
+    print(f"m = {m:4d} (n = {int(cost['constraints'][i]):5d}): reference {cost['reference'][i]:7.3f} s, "
           f"fast {cost['fast'][i]:7.3f} s, solve {cost['eigh'][i]:7.3f} s;  peak "
           f"{cost['peak_reference'][i] / 2**20:6.1f} MiB, Gram {cost['gram_bytes'][i] / 2**20:5.1f} MiB")
+figure("continual_cost", cost)
 
 # %% [markdown]
 # ## What to remember
@@ -180,5 +184,5 @@ for i, m in enumerate(cost["m"]):
 # Projection holds exactly what it is told to hold, the memory, and off it only as well as the
 # memory covers the old task: more memory, less drift, at $n^2$ memory and $n^3$ time. Span
 # projection holds harder and freezes whole layers once the memory spans them. The penalty's
-# stable weight is too small to hold much. Figures: `figures/continual_tradeoff.png`,
-# `figures/continual_steps.png`, `figures/continual_cost.png` (`python -m mlp_ref figures`).
+# stable weight is too small to hold much. The figures above are also in `figures/`
+# (`continual_tradeoff.png`, `continual_steps.png`, `continual_cost.png`: `python -m mlp_ref figures`).

@@ -13,12 +13,14 @@ matplotlib here). One module per topic, each beside the tutorial and the figures
     table          every fix side by side, and the guarantees measured           (tutorial 06)
     fits           the log-log slope fit, and the order of a drift it measures
     projection_cost  the bench's saved run, as the arrays of projection_cost.png
+    continual      the fixes on a real task: digits 0-4, then 5-9 holding outputs 0-4; the
+                   cost of holding 5 m constraints                               (tutorial 08)
 
 Each function starts from a named setup (``mlp_ref.setups``) and never modifies a network
 handed to it. ``mlp_ref.report`` turns the results into text, ``mlp_ref.plots`` into figures.
 """
-from . import (answer_replay, drift, fits, optimizers, projection, projection_cost, question, rules,
-               splitting, table)
+from . import (answer_replay, continual, drift, fits, optimizers, projection, projection_cost, question,
+               rules, splitting, table)
 
-__all__ = ["answer_replay", "drift", "fits", "optimizers", "projection", "projection_cost",
+__all__ = ["answer_replay", "continual", "drift", "fits", "optimizers", "projection", "projection_cost",
            "question", "rules", "splitting", "table"]

@@ -24,8 +24,10 @@ Projection and restoring run in the fast tier (``fast.project``, ``fast.restore`
 directions as ``fixes.project`` and ``fixes.restore`` to 1e-12, several times sooner at a few
 hundred constraints); ``tier="reference"`` runs the reference instead.
 
-Everything here returns plain arrays and numbers (no matplotlib). Times are wall-clock and
-vary from run to run; the rest is the same bits for the same arguments and machine.
+Everything here returns plain arrays and numbers (no matplotlib); ``report.format_continual``
+prints a run, ``plots.continual_tradeoff``, ``continual_steps`` and ``continual_cost`` draw it.
+Times are wall-clock and vary from run to run; the rest is the same bits for the same arguments
+and machine. ``python -m mlp_ref.measurements.continual`` runs the cost sweep (``main``).
 """
 from __future__ import annotations
 
@@ -34,10 +36,11 @@ import tracemalloc
 
 import numpy as np
 
-from . import data, fast, fixes, losses
-from .architectures import SplitHeads, TwoTower
-from .jacobian import GramSolver, OutputJacobian
-from .network import MLP
+from .. import data, fast, fixes, losses, resources
+from ..architectures import SplitHeads, TwoTower
+from ..jacobian import GramSolver, OutputJacobian
+from ..network import MLP
+from .fits import loglog_slope
 
 #: The outputs of the old task (held) and of the new one (trained).
 OLD = tuple(range(5))
@@ -244,8 +247,10 @@ def run(hidden=HIDDEN, first_steps=FIRST_STEPS, second_steps=SECOND_STEPS, lr=LR
     Returns
     -------
     dict: ``first`` (old-task test accuracy after the first task), ``n_params``, ``sizes``,
-    ``memory_sizes``, ``input_ranks`` (m -> ``input_ranks`` of that memory), and ``runs``: a list of ``second_task`` results, the fixes in FIXES order,
-    each memory fix once per memory size (project+restore per size in ``restore_sizes``).
+    ``memory_sizes``, ``input_ranks`` (m -> ``input_ranks`` of that memory), ``n_train`` and
+    ``n_test`` (old and new), and ``runs``: a list of ``second_task`` results, the fixes in
+    FIXES order, each memory fix once per memory size (project+restore per size in
+    ``restore_sizes``).
     """
     net, d = first_task(hidden, first_steps, lr, seed)
     runs = [second_task(net, d, fix, m, second_steps, lr, seed)
@@ -271,19 +276,6 @@ def find(result, fix, m=None):
         if r["fix"] == fix and (m is None or r["m"] == m):
             return r
     raise ValueError(f"fix: no run of {fix!r} with m = {m} in this result")
-
-
-def format_runs(result):
-    """One line per run: old and new test accuracy, drift off the memory, time and memory."""
-    lines = [f"{'fix':16} {'m':>4}  {'old acc':>7}  {'new acc':>7}  {'max|d out0-4|':>13}  "
-             f"{'mean':>7}  {'on memory':>9}  {'ms/step':>8}  {'peak MiB':>8}"]
-    for r in result["runs"]:
-        mem = "" if np.isnan(r["memory_drift"]) else f"{r['memory_drift']:.1e}"
-        lines.append(f"{r['fix']:16} {r['m'] or '':>4}  {r['old_acc'][-1]:7.3f}  "
-                     f"{r['new_acc'][-1]:7.3f}  {r['drift_max']:13.3f}  {r['drift_mean']:7.4f}  "
-                     f"{mem:>9}  {1e3 * r['seconds_per_step']:8.1f}  "
-                     f"{r['peak_bytes'] / 2**20:8.2f}")
-    return "\n".join(lines)
 
 
 # -- the cost of holding 5 m constraints -------------------------------------------------------
@@ -341,28 +333,55 @@ def constraint_cost(memory_sizes=COST_SIZES, hidden=HIDDEN, repeats=3, seed=SEED
 
 
 def load_cost():
-    """The cost sweep shipped with the package (``mlp_ref/resources/continual_cost.json``): the
-    output of ``python -m mlp_ref.continual --json`` on the project's machine."""
-    import json
-    from importlib import resources
-    return json.loads(resources.files(__package__).joinpath(
-        "resources", "continual_cost.json").read_text())
+    """The cost sweep shipped with the package (``resources.CONTINUAL_COST``): the output of
+    ``python -m mlp_ref.measurements.continual --json`` on the project's machine."""
+    return resources.read_json(resources.CONTINUAL_COST)
 
 
-def loglog_slope(x, y):
-    """The least-squares slope of log y against log x."""
-    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+def constraint_cost_data(cost):
+    """The arrays of continual_cost.png from a cost sweep (``constraint_cost`` or ``load_cost``),
+    and what its titles, tutorial 08 and the README say of them.
+
+    Returns
+    -------
+    dict: every list of the sweep as a float array (``m``, ``constraints`` = n, ``fast``,
+    ``reference``, ``gram``, ``eigh``, ``cholesky``, ``peak_fast``, ``peak_reference``,
+    ``gram_bytes``); ``large`` (bool, n >= n_max / 8: the sizes where n^3 shows),
+    ``time_slope`` (fitted log-log slope of the reference's time in n over ``large``),
+    ``n_cubed`` (c n^3 over ``large``, c fitted through the solve's times there);
+    ``solve_over_half_n`` (the first n at which the solve takes more than half of the
+    reference's time), ``n_squared_over_rest_n`` (the first n at which the reference's peak is
+    more than twice its peak at the smallest n: the n x n arrays outweigh all the rest), each
+    None if never; ``peak_in_grams`` (the peak at the largest n over the Gram's 8 n^2 bytes);
+    ``sizes``, ``n_params``, ``n_new``.
+    """
+    d = {k: np.asarray(v, dtype=float) for k, v in cost.items()
+         if isinstance(v, list) and k != "sizes"}
+    n = d["constraints"]
+    large = n >= n[-1] / 8
+    c = np.exp(np.mean(np.log(d["eigh"][large]) - 3 * np.log(n[large])))
+    half = np.flatnonzero(d["eigh"] > 0.5 * d["reference"])
+    heavy = np.flatnonzero(d["peak_reference"] > 2 * d["peak_reference"][0])
+    d.update(large=large, time_slope=loglog_slope(n[large], d["reference"][large]),
+             n_cubed=c * n[large] ** 3,
+             solve_over_half_n=int(n[half[0]]) if half.size else None,
+             n_squared_over_rest_n=int(n[heavy[0]]) if heavy.size else None,
+             peak_in_grams=float(d["peak_reference"][-1] / d["gram_bytes"][-1]),
+             sizes=list(cost["sizes"]), n_params=cost["n_params"], n_new=cost["n_new"])
+    return d
 
 
 def main(argv=None):
-    """``python -m mlp_ref.continual [--json PATH] [--sizes 8,16,...] [--hidden H]``: the cost
-    sweep, printed, and saved as JSON (what ``figures`` draws the cost figure from)."""
+    """``python -m mlp_ref.measurements.continual [--json PATH] [--sizes 8,16,...] [--hidden H]``:
+    the cost sweep, printed, and saved as JSON; ``--json`` alone writes the copy that ships with
+    the package (``resources.CONTINUAL_COST_PATH``), which continual_cost.png is drawn from."""
     import argparse
     import json
     import os
     import platform
-    parser = argparse.ArgumentParser(prog="python -m mlp_ref.continual", description=main.__doc__)
-    parser.add_argument("--json", help="save the sweep here")
+    parser = argparse.ArgumentParser(prog="python -m mlp_ref.measurements.continual", description=main.__doc__)
+    parser.add_argument("--json", nargs="?", const=resources.CONTINUAL_COST_PATH,
+                        help="save the sweep here (alone: the shipped copy)")
     parser.add_argument("--sizes", default=",".join(map(str, COST_SIZES)))
     parser.add_argument("--hidden", type=int, default=HIDDEN)
     parser.add_argument("--repeats", type=int, default=3)

@@ -1,13 +1,14 @@
-"""The figures of the real task (``continual``): what each fix keeps, what it costs the new digits,
-and what holding 5 m constraints costs. Drawn with ``plots``' palette, markers and style."""
+"""The real task's figures, from ``mlp_ref.measurements.continual``: what each fix keeps and what
+it costs the new digits (continual_tradeoff.png), old and new accuracy step by step
+(continual_steps.png), and what holding 5 m constraints costs (continual_cost.png)."""
 from __future__ import annotations
 
 import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from .continual import MEMORY_FIXES, OLD, loglog_slope
-from .plots import FIX_LABELS, MARKERS, PALETTE, new_figure, styled
+from ..measurements.continual import MEMORY_FIXES, OLD, find
+from .style import FIX_LABELS, MARKERS, PALETTE, new_figure, styled, take_axes
 
 #: How each fix is named here (freeze trains only the head of outputs 5-9).
 LABELS = dict(FIX_LABELS, freeze="freeze (out 5-9's head only)", towers="two towers",
@@ -27,14 +28,17 @@ _OFFSETS = {"span": (-8, -4, "right"), "towers": (-10, -16, "right")}
 
 
 @styled
-def tradeoff(result):
+def continual_tradeoff(result, axes=None):
     """Left: old-task against new-task test accuracy after the second task, one point per fix
     and memory size. Right: the mean |change of outputs 0-4| on the old test images against m.
 
-    result : ``continual.run()``'s dict.  Returns the Figure.
+    result : ``continual.run()``'s dict;  axes : two Axes, or None for a new figure.
+    Returns the Figure.
     """
-    fig = new_figure(height=5.4)
-    left, right = fig.subplots(1, 2)
+    def make():
+        fig = new_figure(height=5.4)
+        return fig, fig.subplots(1, 2)
+    fig, (left, right) = take_axes(axes, 2, make)
     for r in result["runs"]:
         size = 60 if not r["m"] else 25 + 25 * np.log2(r["m"]) / 2
         left.scatter(r["new_acc"][-1], r["old_acc"][-1], s=size, color=PALETTE[r["fix"]],
@@ -79,7 +83,10 @@ def tradeoff(result):
     right.minorticks_off()
     right.set_xlabel("memory size m (old training images held)")
     right.set_ylabel(f"mean |change of outputs {OLD[0]}-{OLD[-1]}|\non old test images")
-    right.set_title("off the memory: drift falls as the memory grows")
+    small, large = (find(result, "project", m) for m in (min(result["memory_sizes"]),
+                                                         max(result["memory_sizes"])))
+    right.set_title(f"off the memory, project: {small['drift_mean']:.2g} at m = {small['m']}, "
+                    f"{large['drift_mean']:.2g} at m = {large['m']}")
     right.grid(True, alpha=0.3)
     right.legend(loc="center left", fontsize=10)
     fig.suptitle("Learning digits 5-9 after 0-4: what each fix keeps, and what it costs the new digits")
@@ -92,10 +99,16 @@ STEP_RUNS = (("naive", 0), ("freeze", 0), ("towers", 0), ("project", 8), ("proje
 
 
 @styled
-def accuracy_over_steps(result, runs=STEP_RUNS):
-    """Old-task (left) and new-task (right) test accuracy at every step of the second task."""
-    fig = new_figure(height=5.0)
-    axes = fig.subplots(1, 2, sharex=True)
+def continual_steps(result, runs=STEP_RUNS, axes=None):
+    """Old-task (left) and new-task (right) test accuracy at every step of the second task.
+
+    result : ``continual.run()``'s dict;  runs : the (fix, m) drawn;  axes : two Axes, or None.
+    Returns the Figure.
+    """
+    def make():
+        fig = new_figure(height=5.0)
+        return fig, fig.subplots(1, 2, sharex=True)
+    fig, axes = take_axes(axes, 2, make)
     chosen = [r for fix, m in runs for r in result["runs"] if r["fix"] == fix and r["m"] == m]
     for r in chosen:
         steps = np.arange(len(r["old_acc"]))
@@ -110,42 +123,39 @@ def accuracy_over_steps(result, runs=STEP_RUNS):
         ax.set_ylabel(f"test accuracy, {what}")
         ax.grid(True, alpha=0.3)
     axes[1].legend(loc="lower right", fontsize=10, ncol=2)
-    fig.suptitle("A plain step forgets digits 0-4 within a few steps; the fixes slow it, "
-                 "and the new digits pay")
+    naive = find(result, "naive")
+    fig.suptitle(f"A plain step: {naive['old_acc'][0]:.0%} of digits 0-4 right before the second "
+                 f"task, {naive['old_acc'][-1]:.0%} after {len(naive['old_acc']) - 1} steps")
     return fig
 
 
-def _cost_arrays(cost):
-    return {k: np.asarray(v, dtype=float) for k, v in cost.items()
-            if isinstance(v, list) and k != "sizes"}
-
-
 @styled
-def constraint_cost(cost):
+def continual_cost(d, axes=None):
     """Time (left) and peak memory (right) of one projected direction against the number of
-    constraints n = 5 m, log-log, from ``continual.constraint_cost`` (saved as JSON); with the
-    Gram's 8 n^2 bytes and an n^3 line through the reference's solve, each from where it
-    takes over (more than half the total)."""
-    d = _cost_arrays(cost)
+    constraints n = 5 m, log-log; with the Gram's 8 n^2 bytes and an n^3 line through the
+    reference's solve, each marked from where it takes over.
+
+    d : ``continual.constraint_cost_data(...)`` of a cost sweep;  axes : two Axes, or None.
+    Returns the Figure.
+    """
+    def make():
+        fig = new_figure(height=5.2)
+        return fig, fig.subplots(1, 2)
+    fig, (left, right) = take_axes(axes, 2, make)
     n = d["constraints"]
-    fig = new_figure(height=5.2)
-    left, right = fig.subplots(1, 2)
     left.plot(n, d["reference"], "o-", color=PALETTE["project"], label="fixes.project (reference)")
     left.plot(n, d["fast"], "^-", color="black", label="fast.project")
     left.plot(n, d["eigh"], "s--", color="0.45", label="its solve: eigh + solve")
     left.plot(n, d["cholesky"], "D--", color="0.7", label="fast's solve: Cholesky")
     left.plot(n, d["gram"], "v:", color=PALETTE["span"], label="the Gram J J\u1d40")
-    big = n >= n[-1] / 8
-    c = np.exp(np.mean(np.log(d["eigh"][big]) - 3 * np.log(n[big])))
-    left.plot(n[big], c * n[big] ** 3, color=PALETTE["naive"], lw=4, alpha=0.35, label="n\u00b3")
-    over = np.flatnonzero(d["eigh"] > 0.5 * d["reference"])
-    if over.size:
-        left.axvline(n[over[0]], color=PALETTE["naive"], ls=":", lw=1)
-        left.text(n[over[0]], 0.97, " n\u00b3 solve > half", transform=left.get_xaxis_transform(),
-                  va="top", fontsize=10, color=PALETTE["naive"])
+    large = d["large"]
+    left.plot(n[large], d["n_cubed"], color=PALETTE["naive"], lw=4, alpha=0.35, label="n\u00b3")
+    if d["solve_over_half_n"] is not None:
+        left.axvline(d["solve_over_half_n"], color=PALETTE["naive"], ls=":", lw=1)
+        left.text(d["solve_over_half_n"], 0.97, " n\u00b3 solve > half",
+                  transform=left.get_xaxis_transform(), va="top", fontsize=10, color=PALETTE["naive"])
     left.set_ylabel("seconds per projected direction")
-    left.set_title(f"time: slope {loglog_slope(n[big], d['reference'][big]):.1f} "
-                   f"over the last {int(big.sum())} sizes")
+    left.set_title(f"time: slope {d['time_slope']:.1f} over the last {int(large.sum())} sizes")
 
     mib = 2.0 ** 20
     right.plot(n, d["peak_reference"] / mib, "o-", color=PALETTE["project"],
@@ -153,15 +163,13 @@ def constraint_cost(cost):
     right.plot(n, d["peak_fast"] / mib, "^-", color="black", label="fast.project, peak")
     right.plot(n, d["gram_bytes"] / mib, color=PALETTE["naive"], lw=4, alpha=0.35,
                label="the Gram alone: 8 n\u00b2 bytes")
-    over = np.flatnonzero(d["peak_reference"] > 2 * d["peak_reference"][0])
-    if over.size:         # the n x n arrays (the Gram and its factors) outweigh all the rest
-        right.axvline(n[over[0]], color=PALETTE["naive"], ls=":", lw=1)
-        right.text(n[over[0]], 0.97, " n\u00b2 arrays > the rest",
+    if d["n_squared_over_rest_n"] is not None:   # the Gram and its factors outweigh the rest
+        right.axvline(d["n_squared_over_rest_n"], color=PALETTE["naive"], ls=":", lw=1)
+        right.text(d["n_squared_over_rest_n"], 0.97, " n\u00b2 arrays > the rest",
                    transform=right.get_xaxis_transform(), va="top", fontsize=10,
                    color=PALETTE["naive"])
     right.set_ylabel("peak memory (MiB, tracemalloc)")
-    ratio = d["peak_reference"][-1] / d["gram_bytes"][-1]
-    right.set_title(f"memory: at n = {int(n[-1])}, the peak is {ratio:.1f} Grams")
+    right.set_title(f"memory: at n = {int(n[-1])}, the peak is {d['peak_in_grams']:.1f} Grams")
     for ax in (left, right):
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -170,7 +178,7 @@ def constraint_cost(cost):
         ax.set_xlabel("constraints n = 5 m (outputs 0-4 on m memory images)")
         ax.grid(True, alpha=0.3)
         ax.legend(loc="upper left", fontsize=10)
-    sizes = "-".join(str(s) for s in cost["sizes"])
-    fig.suptitle(f"Holding 5 outputs on m old images, training on {cost['n_new']} new ones "
-                 f"({sizes} tanh, P = {cost['n_params']:,})")
+    sizes = "-".join(str(s) for s in d["sizes"])
+    fig.suptitle(f"Holding 5 outputs on m old images, training on {d['n_new']} new ones "
+                 f"({sizes} tanh, P = {d['n_params']:,})")
     return fig
