@@ -93,6 +93,8 @@ def test_freeze_and_towers_hold_outputs_0_to_4_exactly_yet_forget(res):
         assert r["drift_max"] == 0.0 and r["drift_mean"] == 0.0
         assert r["old_acc"][-1] < res["first"] - 0.04          # the new outputs rise on old images
         assert r["old_as_new"] > 0.04
+    held = [(r["fix"], r["m"]) for r in res["runs"] if np.all(r["drift_max"] == 0.0)]
+    assert ("freeze", 0) in held and ("towers", 0) in held and res["exactly_held"] == held
     assert find(res, "freeze")["new_acc"][-1] < find(res, "towers")["new_acc"][-1] \
         < find(res, "naive")["new_acc"][-1]
 
@@ -125,6 +127,7 @@ def test_span_projection_freezes_the_layers_its_memory_spans(res):
     s, freeze = find(res, "span", large), find(res, "freeze")
     assert np.array_equal(s["old_acc"], freeze["old_acc"])
     assert np.array_equal(s["new_acc"], freeze["new_acc"])
+    assert ("span", large) in res["as_freeze"] and ("naive", 0) not in res["as_freeze"]
     for m in res["memory_sizes"]:
         assert find(res, "span", m)["memory_drift"] < 1e-12
     spans = [find(res, "span", m) for m in res["memory_sizes"]]

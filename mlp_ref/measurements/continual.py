@@ -248,14 +248,21 @@ def run(hidden=HIDDEN, first_steps=FIRST_STEPS, second_steps=SECOND_STEPS, lr=LR
     -------
     dict: ``first`` (old-task test accuracy after the first task), ``n_params``, ``sizes``,
     ``memory_sizes``, ``input_ranks`` (m -> ``input_ranks`` of that memory), ``n_train`` and
-    ``n_test`` (old and new), and ``runs``: a list of ``second_task`` results, the fixes in
+    ``n_test`` (old and new), ``exactly_held`` ((fix, m) of the runs under which outputs 0-4
+    moved by exactly 0.0 on every old test image), ``as_freeze`` ((fix, m) of the runs whose test
+    accuracies equal freeze's at every step), and ``runs``: a list of ``second_task`` results, the fixes in
     FIXES order, each memory fix once per memory size (project+restore per size in
     ``restore_sizes``).
     """
     net, d = first_task(hidden, first_steps, lr, seed)
     runs = [second_task(net, d, fix, m, second_steps, lr, seed)
             for fix, m in plan(memory_sizes, restore_sizes)]
-    return {"first": accuracy(net, d["T_old"], d["t_old"]), "n_params": net.n_params,
+    freeze = next(r for r in runs if r["fix"] == "freeze")
+    return {"exactly_held": [(r["fix"], r["m"]) for r in runs if r["drift_max"] == 0.0],
+            "as_freeze": [(r["fix"], r["m"]) for r in runs if r["fix"] != "freeze"
+                          and np.array_equal(r["old_acc"], freeze["old_acc"])
+                          and np.array_equal(r["new_acc"], freeze["new_acc"])],
+            "first": accuracy(net, d["T_old"], d["t_old"]), "n_params": net.n_params,
             "input_ranks": {m: input_ranks(net, memory(d, m, seed)) for m in memory_sizes},
             "sizes": list(net.sizes), "memory_sizes": tuple(memory_sizes), "runs": runs,
             "n_train": {"old": len(d["X_old"]), "new": len(d["X_new"])},

@@ -14,6 +14,9 @@ from .style import FIX_LABELS, MARKERS, PALETTE, new_figure, styled, take_axes
 LABELS = dict(FIX_LABELS, freeze="freeze (out 5-9's head only)", towers="two towers",
               **{"project+restore": "project + restore"})
 
+#: Short names for a line of text.
+_SHORT = {"towers": "two towers", "project+restore": "project + restore"}
+
 #: The line style of each memory size in the step-by-step figure: more memory, more solid.
 _DASHES = {8: (1, 2), 32: (4, 2), 128: ()}
 
@@ -46,7 +49,7 @@ def continual_tradeoff(result, axes=None):
         if r["fix"] in ("project+restore", "freeze"):   # on project's and span's points
             continue
         text = str(r["m"]) if r["m"] else LABELS[r["fix"]]
-        if r["fix"] == "span" and r["m"] == max(result["memory_sizes"]):
+        if (r["fix"], r["m"]) in result["as_freeze"]:
             text = f"{r['m']} = freeze"
         dx, dy, ha = _OFFSETS.get(r["fix"], (7, -4, "left"))
         left.annotate(text, (r["new_acc"][-1], r["old_acc"][-1]), xytext=(dx, dy), ha=ha,
@@ -66,7 +69,7 @@ def continual_tradeoff(result, axes=None):
     left.set_title("argmax over all ten outputs; numbers: memory size m")
     left.grid(True, alpha=0.3)
 
-    naive = next(r for r in result["runs"] if r["fix"] == "naive")
+    naive = find(result, "naive")
     right.axhline(naive["drift_mean"], color=PALETTE["naive"], ls="--", lw=1.5,
                   label=LABELS["naive"])
     for fix in MEMORY_FIXES:
@@ -75,8 +78,10 @@ def continual_tradeoff(result, axes=None):
         drift = [r["drift_mean"] for r in runs]
         right.plot(ms, drift, marker=MARKERS[fix], color=PALETTE[fix], label=LABELS[fix],
                    ls="-" if fix != "project+restore" else ":")
-    right.text(0.02, 0.03, "freeze, two towers: exactly 0.0 (off the axis)",
-               transform=right.transAxes, fontsize=10, color="0.3")
+    if result["exactly_held"]:
+        held = ", ".join(_SHORT.get(f, f) + (f" m = {m}" if m else "") for f, m in result["exactly_held"])
+        right.text(0.02, 0.03, f"{held}: exactly 0.0 (off the axis)",
+                   transform=right.transAxes, fontsize=10, color="0.3")
     right.set_xscale("log", base=2)
     right.set_yscale("log")
     right.set_xticks(result["memory_sizes"], [str(m) for m in result["memory_sizes"]])
