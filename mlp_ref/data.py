@@ -1,4 +1,5 @@
-"""The seed's toy data set, and unseen probe inputs from the same distribution.
+"""The seed's toy data set, unseen probe inputs from the same distribution, and a real data set:
+the 8 x 8 handwritten digits (``digits``), shipped with the package.
 
 The accepted answer builds (x, y) pairs with x uniform in [0, 1)^3 and
 
@@ -9,9 +10,11 @@ things in the same order from ``np.random.default_rng(seed)``, so a seed fixes t
 """
 from __future__ import annotations
 
+import io
+
 import numpy as np
 
-from . import _checks
+from . import _checks, resources
 
 INPUT_DIM = 3
 
@@ -42,3 +45,72 @@ def probe_inputs(n=256, seed=1):
     """
     n = _checks.positive_int("n", n)
     return np.random.default_rng(_checks.seed("seed", seed)).random((n, INPUT_DIM))
+
+
+# -- a real data set: the 8 x 8 handwritten digits ---------------------------------------------
+#: The digits' classes, 0 .. 9, and the size of one image (8 x 8 pixels, each 0 .. 16).
+DIGIT_CLASSES = 10
+DIGIT_PIXELS = 64
+_DIGIT_SOURCES = ("shipped", "sklearn")
+
+
+def digits_arrays(source="shipped"):
+    """All 1,797 handwritten digits: the UCI "optdigits" test set (Alpaydin & Kaynak 1998).
+
+    Each image is 8 x 8 blocks counting the ink in 4 x 4 cells of a 32 x 32 bitmap, so a
+    pixel is a whole number 0 .. 16. ``source="shipped"`` reads the compressed copy that ships
+    with this package (``mlp_ref/resources/digits.npz``, 45 KB, CC BY 4.0: see
+    ``mlp_ref/resources/README.md``); ``"sklearn"`` reads the same file scikit-learn ships
+    (``sklearn/datasets/data/digits.csv.gz``) from an installed scikit-learn, without importing
+    it. The two give the same arrays, in the same order.
+
+    Returns
+    -------
+    images : ndarray of uint8, shape (1797, 64)     row-major 8 x 8 pixels, 0 .. 16
+    labels : ndarray of uint8, shape (1797,)        the digit, 0 .. 9
+    """
+    if source not in _DIGIT_SOURCES:
+        raise ValueError(f"source: expected one of {list(_DIGIT_SOURCES)}, got {source!r}")
+    if source == "sklearn":
+        table = np.loadtxt(_sklearn_digits_file(), delimiter=",", dtype=np.uint8)
+        return np.ascontiguousarray(table[:, :DIGIT_PIXELS]), table[:, DIGIT_PIXELS].copy()
+    with np.load(io.BytesIO(resources.read_bytes(resources.DIGITS))) as npz:
+        return npz["images"], npz["labels"]
+
+
+def _sklearn_digits_file():
+    """The path of scikit-learn's digits.csv.gz, found without importing scikit-learn."""
+    import importlib.util
+    import os
+    spec = importlib.util.find_spec("sklearn")
+    path = None if spec is None or spec.origin is None else os.path.join(
+        os.path.dirname(spec.origin), "datasets", "data", "digits.csv.gz")
+    if path is None or not os.path.exists(path):
+        raise ValueError("source: 'sklearn' needs scikit-learn installed (its "
+                         "datasets/data/digits.csv.gz); got none: use source='shipped'")
+    return path
+
+
+def digits(test_fraction=1 / 3, seed=0, source="shipped"):
+    """The handwritten digits, split into train and test sets, the same for a given seed.
+
+    The split is stratified: ``round(test_fraction * count)`` images of each digit, chosen by
+    ``np.random.default_rng(seed)``, go to the test set, the rest to the training set; each set
+    keeps the images in their original order. Pixels come as float64 0 .. 16, unscaled.
+
+    Returns
+    -------
+    X_train : ndarray, shape (n_train, 64)      y_train : ndarray of int, shape (n_train,)
+    X_test : ndarray, shape (n_test, 64)        y_test : ndarray of int, shape (n_test,)
+    """
+    test_fraction = _checks.real("test_fraction", test_fraction, low=0.0, low_inclusive=False)
+    if test_fraction >= 1.0:
+        raise ValueError(f"test_fraction: expected a fraction below 1, got {test_fraction}")
+    rng = np.random.default_rng(_checks.seed("seed", seed))
+    images, labels = digits_arrays(source)
+    test = np.zeros(len(labels), dtype=bool)
+    for digit in range(DIGIT_CLASSES):
+        members = np.flatnonzero(labels == digit)
+        test[rng.permutation(members)[:round(test_fraction * len(members))]] = True
+    X, y = images.astype(np.float64), labels.astype(np.int64)
+    return X[~test], y[~test], X[test], y[test]

@@ -13,7 +13,7 @@ import functools
 import os
 import time
 
-from .measurements import drift, optimizers, projection, projection_cost, question
+from .measurements import continual, drift, optimizers, projection, projection_cost, question
 from .setups import G_QUESTION, LR, seed_setup
 
 #: The number of steps of trajectories.png and pareto.png (every rule of the question table).
@@ -96,6 +96,19 @@ def cost():
     return projection_cost.projection_cost_data(projection_cost.load())
 
 
+@functools.lru_cache(maxsize=None)
+def continual_run():
+    """``continual.run()``: continual_tradeoff.png and continual_steps.png draw it, and
+    tests/test_continual.py asserts what tutorial 08 and the README say of it on this same run."""
+    return continual.run()
+
+
+@functools.lru_cache(maxsize=None)
+def continual_cost():
+    """The shipped cost sweep (timings are never taken while drawing), as continual_cost.png's arrays."""
+    return continual.constraint_cost_data(continual.load_cost())
+
+
 #: The takeaways of the two stage figures (the seed network, G = [0, -1]).
 STAGES_TITLE = ("Backprop of G = [0, \u22121]: out1's column is 0 in dout, dz2, dW2, db2 \u2014\n"
                 "but dW1 and db1 are not: a step moves the shared hidden layer, and out1 with it")
@@ -117,6 +130,9 @@ FIGURES = {
     "heldout_drift.png": lambda plots: plots.heldout_drift(heldout_slice()),
     "optimizer_order.png": lambda plots: plots.optimizer_order(adam_orders()),
     "projection_cost.png": lambda plots: plots.projection_cost(cost()),
+    "continual_tradeoff.png": lambda plots: plots.continual_tradeoff(continual_run()),
+    "continual_steps.png": lambda plots: plots.continual_steps(continual_run()),
+    "continual_cost.png": lambda plots: plots.continual_cost(continual_cost()),
 }
 
 

@@ -107,3 +107,17 @@ def format_guarantees(measured):
             f" | {cell(*measured[(s, rule)]['batch']):>20} {cell(*measured[(s, rule)]['unseen']):>20}"
             for s in setups))
     return "\n".join(lines)
+
+
+def format_continual(result):
+    """``continual.run``'s result as text, one line per run: old and new test accuracy, drift
+    off the memory, time and memory."""
+    lines = [f"{'fix':16} {'m':>4}  {'old acc':>7}  {'new acc':>7}  {'max|d out0-4|':>13}  "
+             f"{'mean':>7}  {'on memory':>9}  {'ms/step':>8}  {'peak MiB':>8}"]
+    for r in result["runs"]:
+        mem = "" if np.isnan(r["memory_drift"]) else f"{r['memory_drift']:.1e}"
+        lines.append(f"{r['fix']:16} {r['m'] or '':>4}  {r['old_acc'][-1]:7.3f}  "
+                     f"{r['new_acc'][-1]:7.3f}  {r['drift_max']:13.3f}  {r['drift_mean']:7.4f}  "
+                     f"{mem:>9}  {1e3 * r['seconds_per_step']:8.1f}  "
+                     f"{r['peak_bytes'] / 2**20:8.2f}")
+    return "\n".join(lines)

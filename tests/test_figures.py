@@ -48,7 +48,7 @@ def png_software(path):
 def test_every_figure_is_written(runs):
     a, _, _ = runs
     assert sorted(p.name for p in a.iterdir()) == sorted(figures.FIGURES)
-    assert len(figures.FIGURES) == 12
+    assert len(figures.FIGURES) == 15
 
 
 def test_one_progress_line_per_figure_with_its_time(runs):

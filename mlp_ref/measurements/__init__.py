@@ -13,10 +13,15 @@ matplotlib here). One module per topic, each beside the tutorial and the figures
     table          every fix side by side, and the guarantees measured           (tutorial 06)
     fits           the log-log slope fit, and the order of a drift it measures
     projection_cost  the bench's saved run, as the arrays of projection_cost.png
+    continual      the fixes on a real task: digits 0-4, then 5-9 holding outputs 0-4; the
+                   cost of holding 5 m constraints                               (tutorial 08)
 
 Each function starts from a named setup (``mlp_ref.setups``) and never modifies a network
 handed to it. ``mlp_ref.report`` turns the results into text, ``mlp_ref.plots`` into figures.
 """
+# continual is imported where it is used (``from mlp_ref.measurements import continual``), not
+# here: ``python -m mlp_ref.measurements.continual`` runs it as a script, which must not be
+# imported before it runs.
 from . import (answer_replay, drift, fits, optimizers, projection, projection_cost, question, rules,
                splitting, table)
 
