@@ -50,7 +50,7 @@ import tracemalloc
 
 import numpy as np
 
-from . import fast, fixes, jacobian
+from . import _files, fast, fixes, jacobian
 from .network import MLP
 
 SIZES = [784, 512, 512, 10]
@@ -733,11 +733,8 @@ def main(args):
                   memory_rows=args.memory_rows)
     print(format_table(results))
     if args.json:
-        folder = os.path.dirname(args.json)
-        if folder:
-            os.makedirs(folder, exist_ok=True)
-        with open(args.json, "w") as fh:
-            json.dump(results, fh, indent=1, sort_keys=True)
-            fh.write("\n")
+        # whole or not at all: an interrupted write leaves the previous results readable
+        text = json.dumps(results, indent=1, sort_keys=True) + "\n"
+        _files.write_atomically("--json", args.json, lambda f: f.write(text.encode("utf-8")))
         log(f"wrote {args.json}")
     return 0

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 
 from . import bench, report
-from .figures import FIGURES, write_all
+from .figures import FIGURES, FORMATS, write_all
 from .measurements import answer_replay, splitting, table
 from .resources import PROJECTION_COST_PATH
 from .setups import G_QUESTION, N_PROBE, seed_setup
@@ -48,18 +50,25 @@ def cmd_replay(args):
 
 
 def cmd_figures(args):
-    """Regenerate every figure into --out (default: figures/)."""
-    # "pareto" names pareto.png
-    only = [name if name.endswith(".png") else name + ".png" for name in args.only]
+    """Regenerate every figure into --out (default: figures/), as --format (default: png)."""
+    # "pareto", "pareto.png" and "pareto.svg" all name the figure registered as pareto.png
+    stems = [os.path.splitext(name)[0] if os.path.splitext(name)[1] in (".png", ".svg", ".pdf")
+             else name for name in args.only]
+    only = [stem + ".png" for stem in stems]
     unknown = [name for name, png in zip(args.only, only) if png not in FIGURES]
     if unknown:
         print(f"--only: unknown figures {unknown}; known: {', '.join(FIGURES)}", file=sys.stderr)
         return 2
     try:
-        write_all(args.out, names=only or None)
-    except OSError as exc:
-        print(f"--out: cannot write figures into {args.out!r} ({exc.strerror or exc})",
+        write_all(args.out, names=only or None, fmt=args.format)
+    except KeyboardInterrupt:
+        # each file is written whole or not at all: what was there is intact
+        print("figures: interrupted; every figure file is whole (old or new, none half-written)",
               file=sys.stderr)
+        return 130
+    except OSError as exc:
+        message = str(exc) if str(exc).startswith("out:") else f"{exc.strerror or exc}"
+        print(f"--out: cannot write figures into {args.out!r} ({message})", file=sys.stderr)
         return 2
     return 0
 
@@ -88,6 +97,17 @@ def _int_list(text):
     return sizes
 
 
+def _rows_list(text):
+    """--memory-rows: one or more positive whole numbers, comma-separated."""
+    try:
+        rows = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}")
+    if min(rows) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive whole numbers, e.g. 16,32,64, got {text!r}")
+    return rows
+
+
 def _whole(minimum):
     """An argparse type: a whole number >= minimum."""
     def parse(text):
@@ -102,13 +122,57 @@ def _whole(minimum):
 
 
 def _nonnegative_float(text):
+    """A finite number >= 0 (inf would be no limit, and no size in bytes)."""
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
     return value
+
+
+def _memory_bytes():
+    """This machine's physical memory in bytes (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _gib(n):
+    return f"{n / 2**30:.3g} GiB"
+
+
+def check_bench_args(args):
+    """The bench options that name sizes and files, checked against each other and this machine
+    before any work: a message naming the option, never a MemoryError or a lost result at the end.
+
+    Returns None, or the message (starting with the option's name) of the first problem.
+    """
+    from . import _files
+
+    memory = _memory_bytes()
+    # float64 bytes of the parameters, their gradient, direction and copies (4 P), the forward
+    # and backward stages of a batch (4 batch x sum of widths) and a batch x batch Gram (2 x)
+    P = sum((a + 1) * b for a, b in zip(args.sizes, args.sizes[1:]))
+    need = 8 * (4 * P + 4 * args.batch * sum(args.sizes) + 2 * args.batch ** 2)
+    if memory is not None and need > memory:
+        return (f"--sizes: widths {args.sizes} with --batch {args.batch} need about {_gib(need)} "
+                f"({P} parameters), more than this machine's memory ({_gib(memory)})")
+    if args.memory_rows:
+        m = max(args.memory_rows)
+        constraints = 5 * m                      # bench.MEMORY_KEEP: five outputs held per row
+        need = 8 * 4 * constraints ** 2          # the Gram, its factor, its inverse, a product
+        if memory is not None and need > memory:
+            return (f"--memory-rows: m = {m} holds {constraints} constraints, whose Gram alone "
+                    f"needs about {_gib(need)}, more than this machine's memory ({_gib(memory)})")
+    if args.json is not None:
+        try:
+            _files.check_target("--json", args.json)
+        except (OSError, TypeError) as exc:
+            return str(exc)
+    return None
 
 
 COMMANDS = {
@@ -137,6 +201,8 @@ def build_parser():
     p.add_argument("--out", default="figures", help="output folder (default: figures)")
     p.add_argument("--only", nargs="+", default=[], metavar="NAME",
                    help="only these figures, e.g. --only pareto (or pareto.png; default: all)")
+    p.add_argument("--format", choices=FORMATS, default="png",
+                   help="file format: png (the README's), svg or pdf (vector, for slides)")
     p = sub.add_parser("bench", help=COMMANDS["bench"][1])
     p.add_argument("--sizes", type=_int_list, default=[784, 512, 512, 10],
                    help="layer widths (default: 784,512,512,10)")
@@ -147,7 +213,7 @@ def build_parser():
     p.add_argument("--dense-limit-gib", type=_nonnegative_float, default=2.0,
                    help="skip the dense Jacobian above this size (default 2 GiB)")
     p.add_argument("--dtype", choices=["float64", "float32", "both"], default="both")
-    p.add_argument("--memory-rows", type=_int_list, default=[16, 32, 64, 128, 256, 512, 819],
+    p.add_argument("--memory-rows", type=_rows_list, default=[16, 32, 64, 128, 256, 512, 819],
                    help="memory sizes m of the many-constraints sweep, 5 m constraints each "
                         "(default: 16,32,64,128,256,512,819)")
     p.add_argument("--json", metavar="PATH", nargs="?", const=PROJECTION_COST_PATH,
@@ -161,7 +227,11 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv = ["table", *argv]                   # no command: the question's table
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    problem = check_bench_args(args) if args.command == "bench" else None
+    if problem:
+        parser.error(problem)                     # usage and the message, exit status 2
     return COMMANDS[args.command][0](args)
 
 

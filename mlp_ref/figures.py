@@ -36,6 +36,22 @@ def png_metadata():
                         f"numpy {numpy.__version__}"}
 
 
+#: The file formats of ``write_all`` (``figures --format``): PNG for the README, SVG and PDF
+#: for slides (vector, so they scale).
+FORMATS = ("png", "svg", "pdf")
+
+
+def metadata(fmt):
+    """What each format records beside the drawing, with every time stamp removed (None), so
+    that the same command gives the same bytes (see ``png_metadata``)."""
+    software = png_metadata()["Software"]
+    if fmt == "png":
+        return {"Software": software}
+    if fmt == "svg":
+        return {"Creator": software, "Date": None}
+    return {"Creator": software, "Producer": software, "CreationDate": None, "ModDate": None}
+
+
 # -- what each figure draws: the measurement, computed once per process -------------------------
 @functools.lru_cache(maxsize=None)
 def seed_effect():
@@ -136,21 +152,34 @@ FIGURES = {
 }
 
 
-def write_all(out="figures", names=None, log=print):
-    """Draw every figure (or those in ``names``) into the folder ``out``; return the paths."""
-    from . import plots
+def write_all(out="figures", names=None, log=print, fmt="png"):
+    """Draw every figure (or those in ``names``) into the folder ``out`` as ``fmt`` files
+    (png, svg or pdf; a name's .png becomes .svg or .pdf); return the paths.
 
-    os.makedirs(out, exist_ok=True)
+    Each file is written whole or not at all (``_files.write_atomically``): an interrupted run
+    leaves the figures it had not finished as they were.
+    """
+    from . import _files, plots
+
+    if fmt not in FORMATS:
+        raise ValueError(f"fmt: expected one of {', '.join(FORMATS)}, got {fmt!r}")
     names = list(FIGURES) if names is None else list(names)
     unknown = [n for n in names if n not in FIGURES]
     if unknown:
         raise ValueError(f"names: unknown figures {unknown}; known: {list(FIGURES)}")
-    paths, metadata = [], png_metadata()
-    for i, name in enumerate(names, 1):
-        t0 = time.perf_counter()
-        fig = FIGURES[name](plots)
-        path = os.path.join(out, name)
-        fig.savefig(path, metadata=metadata)
-        paths.append(path)
-        log(f"[{i}/{len(names)}] {path}  ({time.perf_counter() - t0:.1f} s)")
+    os.makedirs(out, exist_ok=True)
+    _files.check_target("out", os.path.join(out, "figure." + fmt))
+    import matplotlib
+
+    # svg.hashsalt: the SVG's element ids come from a fixed salt, not a random one
+    paths, meta = [], metadata(fmt)
+    with matplotlib.rc_context({"svg.hashsalt": "mlp-ref"}):
+        for i, name in enumerate(names, 1):
+            t0 = time.perf_counter()
+            fig = FIGURES[name](plots)
+            path = os.path.join(out, os.path.splitext(name)[0] + "." + fmt)
+            _files.write_atomically("out", path,
+                                    lambda f: fig.savefig(f, format=fmt, metadata=meta))
+            paths.append(path)
+            log(f"[{i}/{len(names)}] {path}  ({time.perf_counter() - t0:.1f} s)")
     return paths

@@ -7,11 +7,11 @@ pickle, so ``np.load(path)`` shows everything and loading runs no code from the 
 from __future__ import annotations
 
 import os
-import uuid
+import stat
 
 import numpy as np
 
-from . import _checks, activations
+from . import _checks, _files, activations
 from .network import DTYPES, check_sizes
 
 FILE_FORMAT = "mlp-ref MLP 1"          # what MLP.save writes; bump it if the file layout changes
@@ -31,10 +31,10 @@ def save(net, path):
         seed          str: the seed's digits, or "None" (a str holds any Python int)
         W1, b1, ...   the parameters, in the network's dtype: bit-exact round trip
 
-    Atomic: written to a temporary file in the same folder, then renamed over ``path``
-    (``os.replace``), so a crash mid-write never leaves a half-written file at ``path``.
+    Atomic (``_files.write_atomically``): ``path`` holds the old file or the new one, never a
+    torn one, and no temporary file stays behind on any exit Python sees.
     """
-    path = _checks.path("path", path)
+    path = _files.check_target("path", path)
     shapes = _expected_shapes(net.sizes)
     for key in shapes:
         _check_param(f"params[{key!r}]", net.params.get(key), shapes[key], net.dtype)
@@ -42,7 +42,7 @@ def save(net, path):
               "activations": np.array(net.activations), "dtype": np.array(net.dtype.name),
               "init_std": np.array(net.init_std, dtype=np.float64),
               "seed": np.array(str(net.seed)), **{k: net.params[k] for k in shapes}}
-    _write_atomically(path, lambda f: np.savez(f, **arrays))
+    _files.write_atomically("path", path, lambda f: np.savez(f, **arrays))
 
 
 def load(cls, path):
@@ -168,6 +168,13 @@ _ARCHITECTURE_READERS = {"format": _read_format, "sizes": _read_sizes, "activati
 def _read_npz(path):
     """Every array in the .npz file at ``path``, read now (the file is closed on return)."""
     try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise type(exc)(f"path: cannot read {path!r} ({exc.strerror})") from None
+    if not stat.S_ISREG(mode):   # a FIFO would block open() forever, a folder cannot be read
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise ValueError(f"path: {path!r} is {kind}; expected a saved network (.npz file)")
+    try:
         f = open(path, "rb")
     except OSError as exc:
         raise type(exc)(f"path: cannot read {path!r} ({exc.strerror})") from None
@@ -189,23 +196,3 @@ def _read_npz(path):
             raise ValueError(f"path: {path!r}: key {key!r}: expected a NumPy array, "
                              f"got {type(value).__name__}")
     return arrays
-
-
-def _write_atomically(path, write):
-    """Call ``write(f)`` on a temporary file next to ``path``, then rename it to ``path``."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(f"path: folder {folder!r} does not exist")
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-    # os.open with mode 0o666 lets the umask decide the permissions, as open() would
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())         # the bytes are on disk before the name points at them
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
