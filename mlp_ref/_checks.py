@@ -26,15 +26,19 @@ def as_array(name, x, dtype, finite=True):
     for a caller that checks its own results, and calls again with ``finite`` for the message)."""
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{name}: expected a numeric array, got {describe(x)}")
+    if isinstance(x, np.ma.MaskedArray):
+        # np.asarray would drop the mask and hand over the values under it
+        raise TypeError(f"{name}: expected a plain array, got a numpy masked array of shape {x.shape} "
+                        f"(its mask would be ignored; pass {name}.filled(value) or the rows you mean)")
     try:
         arr = np.asarray(x)
     except Exception as exc:  # ragged lists and the like
         raise TypeError(f"{name}: expected a numeric array, got {describe(x)} ({exc})") from None
-    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number)
-                                   or arr.dtype == np.bool_):
-        raise TypeError(f"{name}: expected a numeric array, got {describe(x)}")
-    if np.iscomplexobj(arr):
+    if arr.dtype.kind == "c":
         raise TypeError(f"{name}: expected real numbers, got {describe(arr)}")
+    # kinds b, i, u, f only: timedelta64 counts as a NumPy integer, but its numbers are durations
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name}: expected a numeric array (bool, int or float), got {describe(x)}")
     if not finite:
         with np.errstate(over="ignore"):         # 1e300 -> inf in float32: the caller sees it
             return arr.astype(dtype, copy=False)
@@ -180,6 +184,19 @@ def path(name, x):
     except TypeError:
         raise TypeError(f"{name}: expected a file path (str or pathlib.Path), "
                         f"got {describe(x)}") from None
+
+
+def machine_memory():
+    """This machine's physical memory in bytes (None where the OS does not say): the bound for
+    sizes that could never be allocated, checked before NumPy tries."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def gib(n):
+    return f"{n / 2**30:.3g} GiB"
 
 
 def count_nonfinite(a):

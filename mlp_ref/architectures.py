@@ -373,6 +373,7 @@ class TwoTower(_Composed):
 
     def tower(self, k):
         """Tower k as an independent MLP (a copy), outputs groups[k]."""
+        self.tower_keys(k)                       # k checked: a tower index, with its message
         return self._tower(k).copy()
 
     @property

@@ -132,41 +132,29 @@ def _nonnegative_float(text):
     return value
 
 
-def _memory_bytes():
-    """This machine's physical memory in bytes (None where the OS does not say)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-def _gib(n):
-    return f"{n / 2**30:.3g} GiB"
-
-
 def check_bench_args(args):
     """The bench options that name sizes and files, checked against each other and this machine
     before any work: a message naming the option, never a MemoryError or a lost result at the end.
 
     Returns None, or the message (starting with the option's name) of the first problem.
     """
-    from . import _files
+    from . import _checks, _files
 
-    memory = _memory_bytes()
+    memory = _checks.machine_memory()
     # float64 bytes of the parameters, their gradient, direction and copies (4 P), the forward
     # and backward stages of a batch (4 batch x sum of widths) and a batch x batch Gram (2 x)
     P = sum((a + 1) * b for a, b in zip(args.sizes, args.sizes[1:]))
     need = 8 * (4 * P + 4 * args.batch * sum(args.sizes) + 2 * args.batch ** 2)
     if memory is not None and need > memory:
-        return (f"--sizes: widths {args.sizes} with --batch {args.batch} need about {_gib(need)} "
-                f"({P} parameters), more than this machine's memory ({_gib(memory)})")
+        return (f"--sizes: widths {args.sizes} with --batch {args.batch} need about {_checks.gib(need)} "
+                f"({P} parameters), more than this machine's memory ({_checks.gib(memory)})")
     if args.memory_rows:
         m = max(args.memory_rows)
         constraints = 5 * m                      # bench.MEMORY_KEEP: five outputs held per row
         need = 8 * 4 * constraints ** 2          # the Gram, its factor, its inverse, a product
         if memory is not None and need > memory:
             return (f"--memory-rows: m = {m} holds {constraints} constraints, whose Gram alone "
-                    f"needs about {_gib(need)}, more than this machine's memory ({_gib(memory)})")
+                    f"needs about {_checks.gib(need)}, more than this machine's memory ({_checks.gib(memory)})")
     if args.json is not None:
         try:
             _files.check_target("--json", args.json)

@@ -168,7 +168,7 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     keep_X = check_inputs(net, keep_X, "keep_X")
     rcond, refine = check_rcond(rcond), check_refine(refine)
     J = jacobian.of(net, keep_X, keep)
-    solve = GramSolver(J.gram(), rcond)                   # (J J^T)^+
+    solve = GramSolver(finite_gram(J, keep_X), rcond)     # (J J^T)^+
     for _ in range(1 + refine):                           # the projection, then its refinements
         alpha = solve(J.matvec(D))                        # (J J^T)^+ J D
         D = subtract(D, J.rmatvec(alpha))                 # D - J^T alpha
@@ -310,6 +310,17 @@ class RestoreReport:
                 f"max |O - ref| = {self.residual:.3e}")
 
 
+def finite_gram(J, keep_X):
+    """J J^T, refused when it overflows: it holds a0 a0^T, so the culprit is keep_X's size."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        gram = J.gram()
+    if not np.isfinite(gram).all():
+        raise ValueError(f"keep_X (X when not given): expected values for which the Gram J J^T (which holds "
+                         f"keep_X @ keep_X.T) stays finite, got max |keep_X| = "
+                         f"{float(np.abs(keep_X).max()):.3g}; scale keep_X down")
+    return gram
+
+
 def check_restore(net, keep_X, ref, keep, tol, max_iter, rcond):
     """The arguments of ``restore``, checked (``fast.restore`` takes the same)."""
     keep_X = check_inputs(check_net(net), keep_X, "keep_X")
@@ -340,6 +351,12 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
         if history[-1] <= tol or it == max_iter or not np.isfinite(history[-1]):
             break
         J = jacobian.of(net, keep_X, keep)
-        net.step(J.rmatvec(GramSolver(J.gram(), rcond)(r)), 1.0)    # theta - J^T (J J^T)^+ r
+        step = J.rmatvec(GramSolver(finite_gram(J, keep_X), rcond)(r))
+        try:
+            net.step(step, 1.0)                                     # theta - J^T (J J^T)^+ r
+        except ValueError as exc:   # the step is built from ref: say so, not D['W1']
+            raise ValueError(f"ref: expected values the network can reach, got max |O - ref| = "
+                             f"{history[-1]:.3g}, whose Gauss-Newton step does not fit the "
+                             f"parameters ({exc})") from None
     return RestoreReport(converged=history[-1] <= tol, iterations=len(history) - 1,
                          residual=history[-1], history=history)

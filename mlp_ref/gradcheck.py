@@ -46,6 +46,16 @@ def numerical_gradient(f, x, h=1e-5):
     reach cancel exactly, so the roundoff is that of the entries that moved, not that of
     the whole sum (which would cost ~1e-11 absolute and fail small gradients).
     """
+    if isinstance(x, np.ma.MaskedArray) or not isinstance(x, np.ndarray):
+        raise TypeError(f"x: expected a NumPy float array (perturbed in place), got "
+                        f"{'a masked array' if isinstance(x, np.ma.MaskedArray) else _checks.describe(x)}")
+    if x.dtype.kind != "f":
+        # x + h would be truncated back into an integer array: refuse rather than guess
+        raise TypeError(f"x: expected a float array (x[i] +- h must be stored), got dtype {x.dtype}; "
+                        f"pass x.astype(float) and let f read that array")
+    if not x.flags.writeable:
+        raise ValueError("x: expected a writeable array (perturbed in place), got a read-only one")
+    h = _checks.real("h", h, low=0.0, low_inclusive=False)
     grad = np.zeros_like(x, dtype=float)
     for idx in np.ndindex(*x.shape):
         old = x[idx]

@@ -109,6 +109,7 @@ class OutputJacobian:
         Row c = (i, j): sum_l S_l[i, j] . (a_{l-1, i} @ DW_l + Db_l), the first-order
         change of O_{i, keep[j]} along D.
         """
+        D = _checks.param_dict("D", D, self.net.param_shapes, self.net.dtype)
         out = np.zeros(self.outputs.shape, dtype=self.net.dtype)
         for l, S in self.signals.items():
             dz = self.inputs[l] @ D[f"W{l}"] + D[f"b{l}"]      # (n, n_l): the change of z_l along D
@@ -227,6 +228,23 @@ def unflatten(vector, like):
     return out
 
 
+def check_gram(name, gram):
+    """A finite, square, symmetric float matrix (what eigh assumes without checking)."""
+    if isinstance(gram, np.ndarray) and gram.dtype.kind == "f":
+        dtype = gram.dtype
+    else:
+        dtype = np.float64
+    gram = _checks.as_array(name, gram, dtype)
+    if gram.ndim != 2 or gram.shape[0] != gram.shape[1] or gram.shape[0] < 1:
+        raise ValueError(f"{name}: expected a square (m, m) matrix with m >= 1, got shape {gram.shape}")
+    scale = float(np.abs(gram).max())
+    asym = float(np.abs(gram - gram.T).max())
+    if asym > 1e3 * np.finfo(dtype).eps * max(scale, np.finfo(dtype).tiny):
+        raise ValueError(f"{name}: expected a symmetric matrix, got max |gram - gram.T| = {asym:.3g} "
+                         f"(max |gram| = {scale:.3g})")
+    return gram
+
+
 def default_rcond(m, dtype):
     """m * eps(dtype): the size of the roundoff in the eigenvalues of an (m, m) matrix."""
     return max(m, 1) * np.finfo(dtype).eps
@@ -249,6 +267,7 @@ class GramSolver:
     """
 
     def __init__(self, gram, rcond=None):
+        gram = check_gram("gram", gram)
         m = gram.shape[0]
         self.rcond = default_rcond(m, gram.dtype) if rcond is None else rcond
         lam, self.V = np.linalg.eigh(gram)                    # ascending

@@ -20,6 +20,19 @@ def _pair(out, y):
     return out, y
 
 
+def _check_finite_loss(out, y, r):
+    """Refuse out, y whose residual or its square overflows (the loss would be inf or NaN).
+    The error names whichever of the two holds the larger values."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        bad = not np.isfinite(np.sum(r * r))
+    if bad:
+        big_out, big_y = float(np.abs(out).max()), float(np.abs(y).max())
+        name, big = ("y", big_y) if big_y >= big_out else ("out", big_out)
+        top = np.sqrt(np.finfo(out.dtype).max / r.size) / 2
+        raise ValueError(f"{name}: expected values for which the squared error stays finite in "
+                         f"{out.dtype} (|{name}| below about {top:.3g} here), got |{name}| up to {big:.3g}")
+
+
 def mse(out, y):
     """L = mean((out - y)^2), the seed's ``tf.reduce_mean(tf.square(out - y))``.
 
@@ -34,6 +47,7 @@ def mse(out, y):
     """
     out, y = _pair(out, y)
     r = out - y
+    _check_finite_loss(out, y, r)
     return float(np.mean(r * r)), (2.0 / r.size) * r
 
 
@@ -55,4 +69,5 @@ def masked_mse(out, y, mask):
     out, y = _pair(out, y)
     mask = _checks.mask("mask", mask, out.dtype, *out.shape)
     r = mask * out - y
+    _check_finite_loss(out, y, r)
     return float(np.mean(r * r)), (2.0 / r.size) * mask * r

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import math
+
 import numpy as np
 
 from . import _checks, activations
@@ -264,6 +266,19 @@ class MLP(Model):
         if self.dtype not in [np.dtype(t) for t in DTYPES]:
             raise ValueError(f"dtype: expected np.float64 or np.float32, got {self.dtype}")
         self.seed = _checks.seed("seed", seed)
+        if math.copysign(1.0, self.init_std) < 0:
+            raise ValueError("init_std: expected a number >= 0 (0.0 for all-zero parameters), got -0.0")
+        # normal draws stay within 64 standard deviations (beyond 38 the chance is below 1e-300)
+        top = float(np.finfo(self.dtype).max) / 64
+        if self.init_std > top:
+            raise ValueError(f"init_std: expected a number <= {top:.3g}, so that every parameter drawn "
+                             f"fits in {self.dtype.name}, got {self.init_std:g}")
+        P = sum((a + 1) * b for a, b in zip(self.sizes, self.sizes[1:]))
+        memory = _checks.machine_memory()
+        if memory is not None and P * self.dtype.itemsize > memory:
+            raise ValueError(f"sizes: {self.sizes} means {P} parameters, "
+                             f"{_checks.gib(P * self.dtype.itemsize)} in {self.dtype.name}, "
+                             f"more than this machine's memory ({_checks.gib(memory)})")
 
         rng = np.random.default_rng(self.seed)
         self.params = {}
@@ -334,6 +349,10 @@ class MLP(Model):
                     f"Rebuild or reload the network (net.copy() before a risky step keeps a good one)")
         stage = next(k for k, v in record.stages.items() if not np.isfinite(v).all())
         l = int(stage[1:])
+        big_X, big_W = float(np.abs(record.X).max()), float(np.abs(self.params["W1"]).max())
+        if stage == "z1" and big_X > big_W:      # the input, not the weights, is what is huge
+            return (f"X: expected values for which z1 = X @ W1 + b1 stays finite in {self.dtype}, "
+                    f"got max |X| = {big_X:.3g} (max |W1| = {big_W:.3g}); scale X down")
         if stage[0] == "z":   # z_l = a_{l-1} @ W_l + b_l: name the two factors that blew up
             culprits = f"max |a{l - 1}| = {np.abs(record.a[l - 1]).max():.3g}, " \
                        f"max |W{l}| = {np.abs(self.params[f'W{l}']).max():.3g}"
@@ -352,7 +371,8 @@ class MLP(Model):
         if layer > self.depth + 1:
             raise ValueError(f"layer: expected a layer 1 .. {self.depth + 1} (L + 1: the output "
                              f"itself), got {layer}")
-        a = a_prev
+        a = _checks.matrix("a_prev", a_prev, self.dtype, width=self.sizes[layer - 1],
+                           width_name=f"columns (the width of layer {layer - 1})")
         for l in range(layer, self.depth + 1):
             a = self.act(l).f(a @ self.params[f"W{l}"] + self.params[f"b{l}"])
         return a
@@ -388,7 +408,23 @@ class MLP(Model):
             stages[f"db{l}"] = dz.sum(axis=0)
             da = stages[f"da{l - 1}"] = dz @ self.params[f"W{l}"].T
         grads = {key: stages[f"d{key}"] for key in self.params}      # W1, b1, W2, b2, ...
+        self._check_backward(stages, G)
         return Backward(stages=stages, grads=grads)
+
+    def _check_backward(self, stages, G):
+        """Refuse a backward pass that overflowed: name G when its values are the large factor
+        (every stage is linear in G), else the parameters."""
+        broken = next((k for k, v in stages.items() if not np.isfinite(v).all()), None)
+        if broken is None:
+            return
+        big_G = float(np.abs(G).max())
+        if big_G > 1.0:
+            raise ValueError(f"G: expected values for which the backward pass stays finite in "
+                             f"{self.dtype}, got max |G| = {big_G:.3g}, which makes stage {broken} "
+                             f"overflow ({_checks.count_nonfinite(stages[broken])}); scale G down")
+        raise ValueError(f"backward: stage {broken} overflowed {self.dtype} "
+                         f"({_checks.count_nonfinite(stages[broken])}) with max |G| = {big_G:.3g}: "
+                         f"the parameters are too large")
 
     def check_record(self, record):
         """Raise TypeError/ValueError unless ``record`` is a whole forward record of this network."""

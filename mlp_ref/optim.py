@@ -91,33 +91,62 @@ class Optimizer:
         U : dict key -> ndarray, the same keys and shapes as D
             The amount to subtract: theta <- theta - U.
         """
+        U, commit = self._prepare(D)
+        commit()
+        return U
+
+    def apply(self, net, D):
+        """U = self.update(D), then net.step(U, 1.0): theta <- theta - U. Returns U.
+
+        Atomic: D is checked against ``net``'s parameter shapes first, and the optimizer's
+        state advances only once the network has taken the step (``net.step`` checks
+        everything, writability included, before its first change), so a rejected call
+        changes neither the optimizer nor the network.
+        """
+        shapes = {k: v.shape for k, v in net.params.items()}
+        _checks.param_dict("D", D, shapes, getattr(net, "dtype", np.float64))
+        U, commit = self._prepare(D)
+        net.step(U, 1.0)
+        commit()
+        return U
+
+    def _prepare(self, D):
+        """(U, commit): the update for D, and the call that stores the new state. Nothing of
+        ``self`` has changed until ``commit()`` (the shapes fixed by a first direction are
+        forgotten again if anything fails before it)."""
         first = self.shapes is None
-        D = self._check_direction(D)
         try:
+            D = self._check_direction(D)
             if self.constraint is not None and self.order == "gradient":
                 D = self._constrain(D)
-            U, state = self._rule(D)
+            with np.errstate(over="ignore", invalid="ignore"):
+                U, state = self._rule(D)
+            self._check_finite(D, U, state)
             if self.constraint is not None and self.order == "update":
                 U = self._constrain(U)
         except Exception:
             if first:           # forget the shapes the rejected first direction fixed
                 self.reset()
             raise
+
+        def commit():
+            for name, value in state.items():
+                setattr(self, name, value)
+        return U, commit
+
+    def _check_finite(self, D, U, state):
+        """Refuse a D whose update or new state would overflow: an inf moment would make every
+        later update 0 or NaN with only a warning."""
+        arrays = [(f"U[{k!r}]", u) for k, u in U.items()]
         for name, value in state.items():
-            setattr(self, name, value)
-        return U
-
-    def apply(self, net, D):
-        """U = self.update(D), then net.step(U, 1.0): theta <- theta - U. Returns U.
-
-        D is checked against ``net``'s parameter shapes first, so a direction that does
-        not fit the network changes neither the optimizer nor the network.
-        """
-        shapes = {k: v.shape for k, v in net.params.items()}
-        _checks.param_dict("D", D, shapes, getattr(net, "dtype", np.float64))
-        U = self.update(D)
-        net.step(U, 1.0)
-        return U
+            if isinstance(value, dict):
+                arrays += [(f"{name}[{k!r}]", a) for k, a in value.items()]
+        for what, a in arrays:
+            if not np.isfinite(a).all():
+                big = max(float(np.max(np.abs(d))) for d in D.values())
+                raise ValueError(f"D: expected values small enough for {type(self).__name__}'s "
+                                 f"arithmetic in {self.dtype.name}, got |D| up to {big:.3g}, which "
+                                 f"makes {what} overflow ({_checks.count_nonfinite(a)})")
 
     def __repr__(self):
         extra = "".join(f", {k}={v!r}" for k, v in self._hyper().items())

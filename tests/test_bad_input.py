@@ -8,7 +8,7 @@ import mlp_ref as mr
 from mlp_ref import data, fixes, gradcheck, losses, optim
 from mlp_ref.setups import seed_setup
 
-from _nets import X5, direction, net342, record342, torn_record
+from _nets import X5, direction, net342, param_bytes, record342, torn_record
 
 NET, X, _ = seed_setup()
 G = np.array([0.0, -1.0])
@@ -201,3 +201,112 @@ def test_a_rejected_restore_changes_nothing():
     with pytest.raises(ValueError):
         fixes.restore(net, X, REF[:3])
     assert all(np.array_equal(net.params[k], NET.params[k]) for k in net.params)
+
+
+# -- the second pass (issue 14): each call gets a network and an optimizer that has taken a step;
+#    after the refusal, every parameter and every moment must hold the same bits
+def _masked(a):
+    return np.ma.masked_array(np.asarray(a, dtype=float), mask=np.zeros(np.shape(a), dtype=bool))
+
+
+def _read_only(net):
+    net.params["b2"].flags.writeable = False     # as np.load(..., mmap_mode="r") hands it out
+    return net
+
+
+BIG_G = np.array([0.0, -1.7e308])
+STATEFUL_BAD_INPUTS = [
+    # numpy masked arrays: the mask would be dropped, the data under it used
+    ("masked X forward", lambda net, opt: net.forward(_masked(X)), TypeError, r"X: expected a plain array"),
+    ("masked G backward", lambda net, opt: net.backward(net.forward(X), _masked(G)), TypeError, r"G: "),
+    ("masked X naive", lambda net, opt: fixes.naive(net, _masked(X), G), TypeError, r"X: "),
+    ("masked keep_X project", lambda net, opt: fixes.project(net, X, G, keep_X=_masked(X)), TypeError,
+     r"keep_X: expected a plain array"),
+    ("masked ref restore", lambda net, opt: fixes.restore(net, X, _masked(REF)), TypeError, r"ref: "),
+    ("masked out mse", lambda net, opt: losses.mse(_masked(np.ones((2, 2))), np.ones((2, 2))), TypeError,
+     r"out: "),
+    ("masked D step", lambda net, opt: net.step(direction(net, W1=_masked(np.ones((3, 4)))), 0.1),
+     TypeError, r"D\['W1'\]: expected a plain array"),
+    ("masked D adam", lambda net, opt: opt.apply(net, direction(net, b1=_masked(np.ones(4)))), TypeError,
+     r"D\['b1'\]: "),
+    # non-numeric dtypes
+    ("X timedelta64", lambda net, opt: net.forward(np.ones((2, 3), dtype="m8[s]")), TypeError,
+     r"X: expected a numeric array \(bool, int or float\), got .*timedelta64"),
+    ("X datetime64", lambda net, opt: net.forward(np.ones((2, 3), dtype="M8[D]")), TypeError, r"X: "),
+    ("X bytes", lambda net, opt: net.forward(np.array([[b"1", b"2", b"3"]])), TypeError, r"X: "),
+    ("G timedelta64", lambda net, opt: fixes.naive(net, X, np.array([0, 1], dtype="m8[s]")), TypeError,
+     r"G: "),
+    # silent inf / NaN: refused, naming the argument that is too large
+    ("G huge naive", lambda net, opt: fixes.naive(net, X, BIG_G), ValueError,
+     r"G: expected values for which the backward pass stays finite"),
+    ("G huge project", lambda net, opt: fixes.project(net, X, BIG_G), ValueError, r"G: "),
+    ("G huge span", lambda net, opt: fixes.span_project(net, X, BIG_G), ValueError, r"G: "),
+    ("G huge freeze", lambda net, opt: fixes.freeze(net, X, BIG_G, trainable=["W2", "b2"]), ValueError,
+     r"G: "),
+    ("G huge masked", lambda net, opt: fixes.masked(net, X, BIG_G, [0, 1]), ValueError, r"G: "),
+    ("mse y huge", lambda net, opt: losses.mse(np.ones((2, 2)), np.full((2, 2), 1.7e308)), ValueError,
+     r"y: expected values for which the squared error stays finite"),
+    ("adam D 1e200", lambda net, opt: opt.update(direction(net, W1=np.full((3, 4), 1e200))), ValueError,
+     r"D: expected values small enough for Adam's arithmetic .* v\['W1'\] overflow"),
+    ("adam apply D 1e200", lambda net, opt: opt.apply(net, direction(net, W2=np.full((4, 2), 1e200))),
+     ValueError, r"D: "),
+    # messages that blame the real cause
+    ("forward X 1e308", lambda net, opt: mr.MLP([3, 4, 2], hidden="identity", init_std=2.0).forward(
+        np.full((2, 3), 1e308)),
+     ValueError, r"X: expected values for which z1 = X @ W1 \+ b1 stays finite"),
+    ("project X 1e160", lambda net, opt: fixes.project(net, np.full((8, 3), 1e160), G), ValueError,
+     r"keep_X \(X when not given\): expected values for which the Gram"),
+    ("restore ref 1e306", lambda net, opt: fixes.restore(net, X, np.full(8, 1e306)), ValueError,
+     r"ref: expected values the network can reach"),
+    # atomic: the network refuses the update (a read-only parameter): the moments do not advance
+    ("adam apply read-only", lambda net, opt: opt.apply(_read_only(net), direction(net)), ValueError,
+     r"net: parameters \['b2'\] are read-only"),
+    # the constructor
+    ("init_std overflows float32", lambda net, opt: mr.MLP([3, 4, 2], init_std=1e39, dtype=np.float32),
+     ValueError, r"init_std: expected a number <= .* fits in float32, got 1e\+39"),
+    ("init_std -0.0", lambda net, opt: mr.MLP([3, 4, 2], init_std=-0.0), ValueError,
+     r"init_std: expected a number >= 0 .*got -0.0"),
+    ("sizes 2**64", lambda net, opt: mr.MLP([2**64, 2]), ValueError,
+     r"sizes: \[18446744073709551616, 2\] means .* parameters, .* more than this machine's memory"),
+    # gradcheck on an integer array: x + h cannot be stored in it
+    ("numerical_gradient int", lambda net, opt: gradcheck.numerical_gradient(lambda: 0.0, np.array([1, 2, 3])),
+     TypeError, r"x: expected a float array .* got dtype int64"),
+    ("numerical_gradient list", lambda net, opt: gradcheck.numerical_gradient(lambda: 0.0, [1.0]),
+     TypeError, r"x: expected a NumPy float array"),
+    # smaller public helpers
+    ("matvec D keys", lambda net, opt: mr.jacobian.OutputJacobian(net, X).matvec({"W1": np.ones((3, 4))}),
+     ValueError, r"D: missing keys"),
+    ("matvec D shape", lambda net, opt: mr.jacobian.OutputJacobian(net, X).matvec(
+        direction(net, W2=np.ones((2, 4)))), ValueError, r"D\['W2'\]: expected shape \(4, 2\)"),
+    ("GramSolver not square", lambda net, opt: mr.jacobian.GramSolver(np.ones((2, 3))), ValueError,
+     r"gram: expected a square"),
+    ("GramSolver asymmetric", lambda net, opt: mr.jacobian.GramSolver(np.array([[1.0, 2.0], [0.0, 1.0]])),
+     ValueError, r"gram: expected a symmetric matrix"),
+    ("GramSolver inf", lambda net, opt: mr.jacobian.GramSolver(np.full((2, 2), np.inf)), ValueError,
+     r"gram: expected finite"),
+    ("forward_from 99", lambda net, opt: net.forward_from(99, X), ValueError, r"layer: expected a layer 1 .. 3"),
+    ("forward_from width", lambda net, opt: net.forward_from(2, X), ValueError, r"a_prev: expected 4 columns"),
+    ("TwoTower.tower(2)", lambda net, opt: mr.TwoTower([3, 4, 2]).tower(2), ValueError,
+     r"k: expected a tower index 0 .. 1, got 2"),
+]
+
+
+def _state_bytes(net, opt):
+    moments = {f"{name}[{k}]": a.tobytes() for name in ("m", "v") for k, a in getattr(opt, name).items()}
+    return param_bytes(net), moments, opt.t
+
+
+@pytest.mark.parametrize("call, exc, pattern", [c[1:] for c in STATEFUL_BAD_INPUTS],
+                         ids=[c[0] for c in STATEFUL_BAD_INPUTS])
+def test_bad_input_names_the_argument_and_changes_nothing(call, exc, pattern):
+    net, opt = NET.copy(), optim.Adam(0.01)
+    opt.apply(net, fixes.naive(net, X, G))               # moments that a rejected call must keep
+    before = _state_bytes(net, opt)
+    with pytest.raises(exc, match="^(" + pattern + ")"):
+        call(net, opt)
+    assert _state_bytes(net, opt) == before
+
+
+def test_numerical_gradient_of_a_float_copy_is_right_where_an_int_array_is_refused():
+    x = np.array([1, 2, 3]).astype(float)               # what the message tells the caller to pass
+    assert np.allclose(gradcheck.numerical_gradient(lambda: x * x, x), [2.0, 4.0, 6.0], rtol=1e-9)

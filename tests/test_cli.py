@@ -128,6 +128,15 @@ BAD_ARGS = [
     (["bench", "--sizes", "3,x"], "--sizes"),
     (["bench", "--dense-limit-gib", "-1"], "--dense-limit-gib"),
     (["bench", "--dtype", "float16"], "--dtype"),
+    (["bench", "--dense-limit-gib", "inf"], "--dense-limit-gib"),
+    (["bench", "--sizes", f"{2**70},2"], "--sizes: widths"),
+    (["bench", "--sizes", "100000000,100000000"], "--sizes: widths"),
+    (["bench", "--memory-rows", "16,0"], "--memory-rows"),
+    (["bench", "--memory-rows", str(10**9)], "--memory-rows: m = 1000000000"),
+    (["bench", "--json", "/no/such/folder/out.json"], "--json: folder '/no/such/folder' does not exist"),
+    (["bench", "--json", __file__ + "/out.json"], "is a file, not a folder"),
+    (["bench", "--json", "/tmp"], "--json: '/tmp' is a folder"),
+    (["figures", "--format", "gif"], "--format"),
     (["nonsense"], "invalid choice"),
 ]
 
