@@ -345,18 +345,28 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     keep_X, keep, ref, tol, max_iter, rcond = check_restore(net, keep_X, ref, keep, tol,
                                                             max_iter, rcond)
     history = []
-    for it in range(max_iter + 1):
-        r = (net(keep_X)[:, keep] - ref).reshape(-1)      # rows c = i q + j, as J's
-        history.append(float(np.max(np.abs(r))))
-        if history[-1] <= tol or it == max_iter or not np.isfinite(history[-1]):
-            break
-        J = jacobian.of(net, keep_X, keep)
-        step = J.rmatvec(GramSolver(finite_gram(J, keep_X), rcond)(r))
-        try:
-            net.step(step, 1.0)                                     # theta - J^T (J J^T)^+ r
-        except ValueError as exc:   # the step is built from ref: say so, not D['W1']
-            raise ValueError(f"ref: expected values the network can reach, got max |O - ref| = "
-                             f"{history[-1]:.3g}, whose Gauss-Newton step does not fit the "
-                             f"parameters ({exc})") from None
+    start = {k: v.copy() for k, v in net.params.items()}   # all or nothing: see the except below
+    try:
+        for it in range(max_iter + 1):
+            r = (net(keep_X)[:, keep] - ref).reshape(-1)      # rows c = i q + j, as J's
+            history.append(float(np.max(np.abs(r))))
+            if history[-1] <= tol or it == max_iter or not np.isfinite(history[-1]):
+                break
+            J = jacobian.of(net, keep_X, keep)
+            step = J.rmatvec(GramSolver(finite_gram(J, keep_X), rcond)(r))
+            try:
+                net.step(step, 1.0)                                 # theta - J^T (J J^T)^+ r
+            except ValueError as exc:
+                if not str(exc).startswith(("D", "lr")):    # net's own complaint (read-only, ...)
+                    raise
+                # the step is built from ref: say so, not D['W1']
+                raise ValueError(f"ref: expected values the network can reach, got max |O - ref| = "
+                                 f"{history[-1]:.3g}, whose Gauss-Newton step does not fit the "
+                                 f"parameters ({exc})") from None
+    except BaseException:
+        for k, v in start.items():       # back to the very bits of the start, in the same arrays
+            if net.params[k].flags.writeable:
+                net.params[k][...] = v
+        raise
     return RestoreReport(converged=history[-1] <= tol, iterations=len(history) - 1,
                          residual=history[-1], history=history)

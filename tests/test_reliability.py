@@ -170,3 +170,33 @@ def test_a_D_too_large_for_float32_is_named_without_a_warning():
         with pytest.raises(ValueError, match=r"^D\['W1'\]: expected values that fit in float32"):
             net.step(D, 0.1)
     assert param_bytes(net) == before
+
+
+# -- restore is all or nothing -------------------------------------------------------------
+def test_a_restore_stopped_after_its_first_step_puts_back_every_bit(monkeypatch):
+    from mlp_ref import fixes, jacobian
+    from mlp_ref.setups import seed_setup
+
+    net, X, _ = seed_setup()
+    ref = net(X)[:, 0] + 1e-3                    # reachable: restore would take several steps
+    held = dict(net.params)
+    before = param_bytes(net)
+    calls = []
+    real_of = jacobian.of
+
+    def of_then_stop(*args, **kw):
+        calls.append(1)
+        if len(calls) == 2:                      # after one step changed the parameters
+            raise KeyboardInterrupt
+        return real_of(*args, **kw)
+
+    monkeypatch.setattr(jacobian, "of", of_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        fixes.restore(net, X, ref)
+    assert len(calls) == 2 and param_bytes(net) == before
+    assert all(net.params[k] is held[k] for k in held)   # the same arrays, put back in place
+    monkeypatch.undo()
+    net.params["b2"].flags.writeable = False
+    with pytest.raises(ValueError, match=r"^net: parameters \['b2'\] are read-only"):
+        fixes.restore(net, X, ref)
+    assert param_bytes(net) == before
