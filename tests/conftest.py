@@ -6,15 +6,9 @@ figures' own (``figures`` computes each once per process), so drawing them costs
 """
 import os
 
-# One BLAS thread, set before NumPy loads, as in the tutorials' processes (_background.tutorial_env):
-# tests compare digits printed there with digits computed here, and the same seed gives the same
-# bits only for the same thread count (README, "Reproducibility").
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_var] = "1"
+import pytest
 
-import pytest  # noqa: E402
-
-import _background  # noqa: E402
+import _background
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
