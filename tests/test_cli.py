@@ -152,3 +152,24 @@ def test_bad_command_lines_are_refused_naming_the_option(argv, named, capsys):
 def test_figures_into_an_unwritable_folder_says_so(capsys):
     assert cli.main(["figures", "--out", "/proc/no/such/folder", "--only", "seed_problem.png"]) == 2
     assert "--out: cannot write figures into '/proc/no/such/folder'" in capsys.readouterr().err
+
+
+def test_the_declared_floors_hold_here_and_ci_tests_them():
+    # setup.cfg's floors for Python, numpy and matplotlib; .ci/run runs the suite a second time
+    # with exactly the numpy and matplotlib floors, where this test then meets them with ==
+    import matplotlib
+    import numpy
+
+    def version(text):
+        return tuple(int(p) for p in text.split(".")[:3] if p.isdigit())
+
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    floors = dict(r.replace(" ", "").split(">=") for r in
+                  config["options"]["install_requires"].split("\n") if r.strip())
+    assert set(floors) == {"numpy", "matplotlib"}
+    assert version(numpy.__version__) >= version(floors["numpy"])
+    assert version(matplotlib.__version__) >= version(floors["matplotlib"])
+    assert sys.version_info[:2] >= version(config["options"]["python_requires"].lstrip(">="))
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert 'cfg["options"]["install_requires"]' in ci and 'replace(">=", "==")' in ci
