@@ -5,10 +5,29 @@ so that a claim is checked on the very numbers that state it; those of the figur
 figures' own (``figures`` computes each once per process), so drawing them costs no second run.
 """
 import os
+import sys
 
-import pytest
+# One BLAS thread in this process, as in the tutorials' processes (_background.tutorial_env): tests
+# compare digits at round-off level printed there with digits computed here, and the same seed
+# gives the same bits only for the same thread count (README, "Reproducibility"). OpenBLAS reads
+# the variables once, when NumPy loads it; they are then put back as they were, so that the bench
+# (which reports them) and child processes see the user's own settings.
 
-import _background
+assert "numpy" not in sys.modules, "conftest: NumPy was loaded before its BLAS threads were set"
+_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+_saved = {var: os.environ.get(var) for var in _THREADS}
+os.environ.update(dict.fromkeys(_THREADS, "1"))
+import numpy  # noqa: E402,F401  (loads the BLAS with one thread)
+
+for _var, _value in _saved.items():
+    if _value is None:
+        del os.environ[_var]
+    else:
+        os.environ[_var] = _value
+
+import pytest  # noqa: E402
+
+import _background  # noqa: E402
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 

@@ -15,25 +15,15 @@ from contextlib import redirect_stdout
 import numpy as np
 import pytest
 
+import mlp_ref as mr
 from mlp_ref import jacobian, report, tutorial
-from mlp_ref.measurements import drift, fits
+from mlp_ref.measurements import drift, fits, question
 from mlp_ref.setups import G_QUESTION, LR, seed_setup
 
 import _background
 from _background import ROOT, TUTORIALS, tutorial_env
 
 FRAMEWORKS = {"torch", "tensorflow", "jax", "keras", "functorch"}
-
-
-def as_the_tutorials_compute(script):
-    """``result`` as ``script`` sets it, computed in a process with the tutorials' environment:
-    the same number of BLAS threads as the tutorials, so that digits at round-off level are
-    compared between runs of the same arithmetic (README, "Reproducibility"). ``result`` is
-    plain floats and lists (their repr reads back bit for bit)."""
-    res = subprocess.run([sys.executable, "-c", script + "\nprint(repr(result))"],
-                         capture_output=True, text=True, env=tutorial_env(), timeout=120, cwd=ROOT)
-    assert res.returncode == 0, res.stderr
-    return ast.literal_eval(res.stdout.strip())
 
 
 def run_script(path, *args):
@@ -236,12 +226,9 @@ def test_01_prints_the_stages_facts_and_the_gradient_check(outputs):
     zeros = (np.count_nonzero(back.grads["W1"] == 0.0), np.count_nonzero(back.grads["b1"] == 0.0))
     assert (f"entries of dW1 that are zero: {zeros[0]} of 12   entries of db1 that are zero: "
             f"{zeros[1]} of 4") in out
-    # a relative error at round-off level: computed with the tutorial's thread count
-    max_rel_error = as_the_tutorials_compute(
-        "import mlp_ref as mr\nfrom mlp_ref.setups import G_QUESTION, seed_setup\n"
-        "net, X, _ = seed_setup()\nresult = mr.gradcheck.check(net, X, G_QUESTION).max_rel_error")
+    report_ = mr.gradcheck.check(net, X, G_QUESTION)
     last = [line for line in out.splitlines() if line.startswith("max rel_error")]
-    assert last == [f"max rel_error {max_rel_error:.2e} (tol 1e-07): PASS"]
+    assert last == [f"max rel_error {report_.max_rel_error:.2e} (tol 1e-07): PASS"]
 
 
 def test_01_prints_every_weight_and_a_stage_to_check_by_hand(outputs):
@@ -278,13 +265,9 @@ def test_02_prints_each_layers_share_and_the_dense_jacobian(outputs, setups):
 
 def test_02_prints_the_first_order_errors_of_first_order_drift(outputs):
     out = outputs["02_the_question.py"].stdout
-    # first-order errors down to 1e-14: round-off digits, computed with the tutorial's thread count
-    runs = as_the_tutorials_compute(
-        "import numpy as np\nfrom mlp_ref.measurements import question\n"
-        "runs = [question.first_order_drift(name) for name in ('seed', 'visible')]\n"
-        "result = [{k: np.asarray(fo[k]).tolist() for k in ('lrs', 'actual', 'rel_error')} for fo in runs]")
-    for fo in runs:
-        for lr, actual, err in zip(fo["lrs"], np.asarray(fo["actual"]), fo["rel_error"]):
+    for name in ("seed", "visible"):
+        fo = question.first_order_drift(name)
+        for lr, actual, err in zip(fo["lrs"], fo["actual"], fo["rel_error"]):
             assert f"  {lr:6.0e} {np.max(np.abs(actual)):14.3e} {err:16.2e}" in out
 
 
