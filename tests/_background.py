@@ -85,7 +85,10 @@ def wheel_figures(tmp):
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "mlp_ref", src / "mlp_ref", ignore=shutil.ignore_patterns("__pycache__"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(MPLBACKEND="Agg", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    # one BLAS thread, as this test process computes (conftest.py): the figures compared bit for
+    # bit with the wheel's are drawn at round-off level, which depends on the thread count
+    env.update(MPLBACKEND="Agg", PIP_DISABLE_PIP_VERSION_CHECK="1", OPENBLAS_NUM_THREADS="1",
+               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 
     def run(*cmd, **kw):
         return subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, timeout=600, **kw)
