@@ -1,4 +1,4 @@
-"""The cost of a projection, from the bench's saved run: the Gram projection (``fixes.project``)
+"""The cost of a projection, from the bench's saved run: the Gram projection (``fast.project``)
 against a dense Jacobian, in time and memory, over the number of constrained rows.
 
 Timings are not reproducible, so figures never time anything: they read the run of the

@@ -115,7 +115,7 @@ def _projection_cost_takeaway(d):
 
 @styled
 def projection_cost(d, axes=None):
-    """Time and peak memory of ``fixes.project`` (Gram) and of the dense-Jacobian projection
+    """Time and peak memory of ``fast.project`` (Gram) and of the dense-Jacobian projection
     against the number of constrained rows n, log-log.
 
     d    : ``projection_cost.projection_cost_data(...)`` of a saved bench run
@@ -130,7 +130,7 @@ def projection_cost(d, axes=None):
     n = d["n"]
     time_ax = axes[0]
     time_ax.plot(n, d["dense_s"] * 1e3, "s-", color=DENSE_GREY, label="dense J, then solve")
-    time_ax.plot(n, d["gram_s"] * 1e3, "o-", color=PALETTE["project"], label="Gram (fixes.project)")
+    time_ax.plot(n, d["gram_s"] * 1e3, "o-", color=PALETTE["project"], label="Gram (fast.project)")
     time_ax.axhline(d["step_s"] * 1e3, color="black", linestyle=":", linewidth=1,
                     label="one training step")
     time_ax.set_ylabel("time per projection (ms)")
@@ -142,7 +142,7 @@ def projection_cost(d, axes=None):
         mem_ax.plot(n, d["dense_bytes_estimate"] / mib, ":", color=DENSE_GREY,
                     label="J alone (n P numbers)")
         mem_ax.plot(n, d["gram_peak_bytes"] / mib, "o-", color=PALETTE["project"],
-                    label="Gram (fixes.project)")
+                    label="Gram (fast.project)")
         mem_ax.set_ylabel("peak memory (MiB, tracemalloc)")
     for a in axes:
         a.set_xscale("log")
