@@ -402,7 +402,7 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     rcond, refine = fixes.check_rcond(rcond), fixes.check_refine(refine)
     keep = check_keep(keep, net.sizes[-1])
     J = Jacobian.from_record(net, *forward(net, keep_X), keep)
-    gram = J.gram()
+    gram = fixes.finite_gram(J, keep_X)
     D = {k: np.array(v) for k, v in D.items()}       # ours to write over: the caller's D stays
     return project_out(J, GramSolver(gram, rcond), gram, D, refine)
 
@@ -450,7 +450,7 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     J = Jacobian(net, inputs, outputs, {l: S[1:] for l, S in signals.items()})
     dz = {l: S[0] for l, S in signals.items()}                # G's signals dz_l (views)
     del signals
-    gram = J.gram()
+    gram = fixes.finite_gram(J, X)
     solve = GramSolver(gram, rcond)
     ill = solve.cond_exceeds(REFINE_DIRECTION_ABOVE_COND)
     alpha = solve.refined(gram, J.matvec_gradient(dz), 0 if ill else refine)
@@ -471,15 +471,16 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     keep_X, keep, ref, tol, max_iter, rcond = fixes.check_restore(net, keep_X, ref, keep, tol,
                                                                   max_iter, rcond)
     history = []
-    for it in range(max_iter + 1):
-        z, a = forward(net, keep_X)
-        r = (a[net.depth][:, keep] - ref).reshape(-1)
-        history.append(float(np.max(np.abs(r))))
-        if history[-1] <= tol or it == max_iter or not np.isfinite(history[-1]):
-            break
-        J = Jacobian.from_record(net, z, a, keep)
-        solve = GramSolver(J.gram(), rcond)
-        J.drop_input_kernels()
-        step(net, J.rmatvec(solve(r)), 1.0)
+    with fixes.all_or_nothing(net):
+        for it in range(max_iter + 1):
+            z, a = forward(net, keep_X)
+            r = (a[net.depth][:, keep] - ref).reshape(-1)
+            history.append(float(np.max(np.abs(r))))
+            if history[-1] <= tol or it == max_iter or not np.isfinite(history[-1]):
+                break
+            J = Jacobian.from_record(net, z, a, keep)
+            solve = GramSolver(fixes.finite_gram(J, keep_X), rcond)
+            J.drop_input_kernels()
+            fixes.restoring_step(net, J.rmatvec(solve(r)), history[-1], step)
     return RestoreReport(converged=history[-1] <= tol, iterations=len(history) - 1,
                          residual=history[-1], history=history)

@@ -25,6 +25,7 @@ tricks a benchmark needs, tested equal.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -331,6 +332,33 @@ def check_restore(net, keep_X, ref, keep, tol, max_iter, rcond):
     return keep_X, keep, ref, tol, max_iter, check_rcond(rcond)
 
 
+@contextmanager
+def all_or_nothing(net):
+    """On any failure or interruption inside the block, every parameter goes back to the very
+    bits it had at the start, in the same arrays; then the error goes on."""
+    start = {k: v.copy() for k, v in net.params.items()}
+    try:
+        yield
+    except BaseException:
+        for k, v in start.items():
+            if net.params[k].flags.writeable:
+                net.params[k][...] = v
+        raise
+
+
+def restoring_step(net, D, residual, step=None):
+    """theta <- theta - D (``step`` is net.step or fast.step), the error blaming ``ref`` when the
+    step, built from ref, does not fit the parameters."""
+    try:
+        (step or type(net).step)(net, D, 1.0)
+    except ValueError as exc:
+        if not str(exc).startswith(("D", "lr")):     # the network's own complaint (read-only, ...)
+            raise
+        raise ValueError(f"ref: expected values the network can reach, got max |O - ref| = "
+                         f"{residual:.3g}, whose Gauss-Newton step does not fit the "
+                         f"parameters ({exc})") from None
+
+
 def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     """Gauss-Newton retraction onto {O_keep(keep_X) = ref}, in place.
 
@@ -345,28 +373,13 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     keep_X, keep, ref, tol, max_iter, rcond = check_restore(net, keep_X, ref, keep, tol,
                                                             max_iter, rcond)
     history = []
-    start = {k: v.copy() for k, v in net.params.items()}   # all or nothing: see the except below
-    try:
+    with all_or_nothing(net):
         for it in range(max_iter + 1):
             r = (net(keep_X)[:, keep] - ref).reshape(-1)      # rows c = i q + j, as J's
             history.append(float(np.max(np.abs(r))))
             if history[-1] <= tol or it == max_iter or not np.isfinite(history[-1]):
                 break
             J = jacobian.of(net, keep_X, keep)
-            step = J.rmatvec(GramSolver(finite_gram(J, keep_X), rcond)(r))
-            try:
-                net.step(step, 1.0)                                 # theta - J^T (J J^T)^+ r
-            except ValueError as exc:
-                if not str(exc).startswith(("D", "lr")):    # net's own complaint (read-only, ...)
-                    raise
-                # the step is built from ref: say so, not D['W1']
-                raise ValueError(f"ref: expected values the network can reach, got max |O - ref| = "
-                                 f"{history[-1]:.3g}, whose Gauss-Newton step does not fit the "
-                                 f"parameters ({exc})") from None
-    except BaseException:
-        for k, v in start.items():       # back to the very bits of the start, in the same arrays
-            if net.params[k].flags.writeable:
-                net.params[k][...] = v
-        raise
+            restoring_step(net, J.rmatvec(GramSolver(finite_gram(J, keep_X), rcond)(r)), history[-1])
     return RestoreReport(converged=history[-1] <= tol, iterations=len(history) - 1,
                          residual=history[-1], history=history)

@@ -300,3 +300,17 @@ def test_the_fast_tier_takes_every_model_and_refuses_anything_else():
     for rule in (fast.gradient, fast.project):
         with pytest.raises(TypeError, match="^net: "):
             rule("not a network", X, G)
+
+
+def test_the_fast_tier_blames_what_the_reference_blames():
+    net = mr.MLP([3, 4, 2], seed=0)
+    X = np.full((4, 3), 1e160)                     # a0 a0^T overflows in the Gram
+    for project in (fast.project, fixes.project):
+        with pytest.raises(ValueError, match=r"^keep_X \(X when not given\)"):
+            project(net, X, [0.0, -1.0])
+    net, X, _ = SETUPS["visible"]()
+    before = {k: v.copy() for k, v in net.params.items()}
+    for restore in (fast.restore, fixes.restore):
+        with pytest.raises(ValueError, match="^ref: "):
+            restore(net, X, np.full(len(X), 1e306))
+        assert all(np.array_equal(net.params[k], before[k]) for k in before)
