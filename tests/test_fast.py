@@ -308,7 +308,7 @@ def test_the_fast_tier_blames_what_the_reference_blames():
     for project in (fast.project, fixes.project):
         with pytest.raises(ValueError, match=r"^keep_X \(X when not given\)"):
             project(net, X, [0.0, -1.0])
-    net, X, _ = SETUPS["visible"]()
+    net, X, _ = SETUPS["seed"]()
     before = {k: v.copy() for k, v in net.params.items()}
     for restore in (fast.restore, fixes.restore):
         with pytest.raises(ValueError, match="^ref: "):
