@@ -164,7 +164,7 @@ for m in result["memory_sizes"]:
 # (50 MiB at $m = 512$), and the reference's rank-revealing eigendecomposition takes $n^3$ time;
 # the fast tier factorises by Cholesky at full rank, also $n^3$, with a smaller constant. The
 # cost sweep shipped with the package (`python -m mlp_ref.measurements.continual`, on this
-# project's machine, shared with other work when it ran) times one projected direction from
+# project's machine) times one projected direction from
 # $m = 8$ to 512. What remains in the fast tier is that factorisation and the Gram's $n^2$ products: the price of
 # holding every constraint exactly, paid at every step.
 
