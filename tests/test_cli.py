@@ -2,6 +2,7 @@
 refusals of bad options."""
 import configparser
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -173,3 +174,15 @@ def test_the_declared_floors_hold_here_and_ci_tests_them():
     assert sys.version_info[:2] >= version(config["options"]["python_requires"].lstrip(">="))
     ci = (ROOT / ".ci" / "run").read_text()
     assert 'cfg["options"]["install_requires"]' in ci and 'replace(">=", "==")' in ci
+
+
+def test_ci_installs_every_extra_that_setup_cfg_declares():
+    # In CI no test may skip for a missing extra (tests/_extras.py fails instead): so .ci/run must
+    # install each of them itself, on a new machine that has none of them.
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    extras = set(config["options.extras_require"])
+    ci = (ROOT / ".ci" / "run").read_text()
+    installed = set(re.findall(r"pip install [^\n]*-e '\.\[(\w+)\]'", ci))
+    assert extras == {"test", "notebooks", "frameworks"}
+    assert installed == extras
