@@ -24,6 +24,12 @@ def describe(x):
 def as_array(name, x, dtype, finite=True):
     """``x`` as a numeric ndarray of ``dtype``, finite everywhere (unchecked if not ``finite``:
     for a caller that checks its own results, and calls again with ``finite`` for the message)."""
+    if type(x) is np.ndarray and x.dtype == dtype:
+        # the common case, an array of the right dtype: only its values need checking (the
+        # checks below would pass it through unchanged; this skips their cost on tiny arrays)
+        if finite:
+            _all_finite(name, x, "expected finite values")
+        return x
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{name}: expected a numeric array, got {describe(x)}")
     if isinstance(x, np.ma.MaskedArray):

@@ -1,9 +1,11 @@
 """The slow work done in other processes, started as soon as the tests are collected: every
-tutorial script, and the figures from an installed wheel. They run on the second core while this
-process works through the other tests; the tests that read them wait for them (``result``).
+tutorial script, every tutorial as a notebook in a Jupyter kernel, and the figures from an
+installed wheel. They run on the second core while this process works through the other tests;
+the tests that read them wait for them (``result``).
 
 Only what the collected tests need is started: ``pytest tests/test_fits.py`` starts nothing.
 """
+import asyncio
 import os
 import shutil
 import subprocess
@@ -15,6 +17,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIALS = sorted((ROOT / "tutorials").glob("[0-9][0-9]_*.py"))
+#: The tutorials that open as notebooks: 07 prints framework snippets and draws nothing (yet).
+NOTEBOOKS = [p for p in TUTORIALS if not p.name.startswith("07_")]
 
 _started = {}
 _folders = []
@@ -136,7 +140,78 @@ class _Wheel:
         pass
 
 
-_JOBS = {"test_tutorials.py": ("tutorials", _Tutorials), "test_figures.py": ("wheel", _Wheel)}
+class _Notebooks:
+    """Every notebook tutorial converted by jupytext and executed by nbclient in a real Jupyter
+    kernel, in a thread (the kernels are processes of their own).
+
+    Two kernels (two cores), each running its share of the notebooks one after another, with
+    ``%reset -f`` between two notebooks: every name a notebook uses must come from its own
+    cells, as in a fresh kernel, while the modules already imported stay loaded; starting a
+    kernel costs about 2.5 s of CPU, more than most tutorials themselves.
+
+    ``result()``: {"notebooks": name -> executed notebook} or {"error": ...}; {"missing": the
+    module} when the [notebooks] extra is not installed (the test then skips or fails, _extras)."""
+
+    EXTRA = ("jupytext", "nbclient", "ipykernel")
+    KERNELS = 2
+
+    def __init__(self, folder):
+        self.outcome = {}
+        try:
+            for module in self.EXTRA:
+                __import__(module)
+        except ImportError:
+            self.outcome["missing"] = module
+            self.thread = None
+            return
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        import jupytext
+        import nbclient
+        import nbformat
+        from jupyter_client.manager import AsyncKernelManager
+
+        converted = {p.name: jupytext.read(p) for p in NOTEBOOKS}
+        reset = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%reset -f")])
+
+        def client(nb, km):
+            return nbclient.NotebookClient(nb, km=km, timeout=300, kernel_name="python3",
+                                           resources={"metadata": {"path": str(ROOT)}})
+
+        async def lane(names):
+            km = AsyncKernelManager(kernel_name="python3")
+            await km.start_kernel(env=tutorial_env(), cwd=str(ROOT))
+            try:
+                for i, name in enumerate(names):
+                    if i:
+                        await client(reset, km).async_execute()
+                    await client(converted[name], km).async_execute()
+            finally:
+                await km.shutdown_kernel(now=True)
+
+        async def run_all():
+            names = list(converted)
+            await asyncio.gather(*(lane(names[k::self.KERNELS]) for k in range(self.KERNELS)))
+
+        try:
+            asyncio.run(run_all())
+            self.outcome["notebooks"] = converted
+        except Exception as exc:               # a failing cell: the tests report it
+            self.outcome["error"] = f"{type(exc).__name__}: {exc}"[-5000:]
+
+    def result(self):
+        if self.thread is not None:
+            self.thread.join(timeout=900)
+        return self.outcome
+
+    def stop(self):
+        pass
+
+
+_JOBS = {"test_tutorials.py": ("tutorials", _Tutorials), "test_figures.py": ("wheel", _Wheel),
+         "test_notebooks.py": ("notebooks", _Notebooks)}
 
 
 def start(test_files):

@@ -36,7 +36,7 @@ def slow(self, f, **kw):
     print("writing", flush=True); time.sleep(60)
 matplotlib.figure.Figure.savefig = slow
 from mlp_ref import cli
-sys.exit(cli.main(["figures", "--out", FOLDER, "--only", "projection_geometry"]))
+sys.exit(cli.main(["figures", "--out", FOLDER, "--only", "projection_cost"]))
 """
 SLOW_JSON = """
 import time
@@ -98,7 +98,7 @@ def test_a_killed_save_leaves_a_temporary_that_the_next_save_removes(tmp_path):
 
 
 def test_figures_stopped_by_ctrl_c_say_so_in_one_line_and_keep_the_old_file(tmp_path):
-    path = tmp_path / "projection_geometry.png"
+    path = tmp_path / "projection_cost.png"
     path.write_bytes(b"the old figure")
     code, err, during = interrupt(SLOW_FIGURE, path, signal.SIGINT)
     assert len(during) == 1
@@ -119,11 +119,11 @@ def test_a_json_write_stopped_mid_write_leaves_nothing(tmp_path, sig):
 def test_figures_as_svg_and_pdf_for_slides_are_byte_identical_from_run_to_run(tmp_path, fmt, magic):
     a, b = tmp_path / "a", tmp_path / "b"
     for out in (a, b):
-        assert cli.main(["figures", "--out", str(out), "--only", "projection_geometry.png",
+        assert cli.main(["figures", "--out", str(out), "--only", "projection_cost.png",
                          "--format", fmt]) == 0
-    assert os.listdir(a) == [f"projection_geometry.{fmt}"]
-    data = (a / f"projection_geometry.{fmt}").read_bytes()
-    assert data.startswith(magic) and data == (b / f"projection_geometry.{fmt}").read_bytes()
+    assert os.listdir(a) == [f"projection_cost.{fmt}"]
+    data = (a / f"projection_cost.{fmt}").read_bytes()
+    assert data.startswith(magic) and data == (b / f"projection_cost.{fmt}").read_bytes()
     assert figures.png_metadata()["Software"].encode() in data
 
 

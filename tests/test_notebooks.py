@@ -2,51 +2,32 @@
 its narration is markdown, its figures are PNG outputs, and no cell fails.
 
 Needs the [notebooks] extra (jupytext, nbclient, ipykernel): skipped with a reason without it,
-a failure in CI. The notebooks run two at a time, each in its own kernel.
+a failure in CI. The notebooks run two at a time, each in its own kernel, started in the
+background as soon as the tests are collected (tests/_background.py).
 """
-import asyncio
 import base64
-import os
 import re
-from pathlib import Path
 
 import pytest
 
 from mlp_ref import tutorial
 
+import _background
+from _background import NOTEBOOKS
 from _extras import require
 
-ROOT = Path(__file__).resolve().parents[1]
-#: Tutorial 07 prints framework snippets and draws nothing; it is not a notebook (yet).
-NOTEBOOKS = sorted((ROOT / "tutorials").glob("0[1-68]_*.py"))
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def _kernel_env():
-    return dict(os.environ, MPLBACKEND="Agg", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
 
 
 @pytest.fixture(scope="module")
 def notebooks():
-    """name -> the executed notebook, each converted by jupytext and run by nbclient."""
-    jupytext = require("jupytext", "notebooks")
-    nbclient = require("nbclient", "notebooks")
-    require("ipykernel", "notebooks")
-    converted = {p.name: jupytext.read(p) for p in NOTEBOOKS}
-
-    async def run_all():
-        two_at_a_time = asyncio.Semaphore(2)             # two cores
-
-        async def run(nb):
-            async with two_at_a_time:
-                client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                                                 resources={"metadata": {"path": str(ROOT)}})
-                await client.async_execute(env=_kernel_env())
-        await asyncio.gather(*(run(nb) for nb in converted.values()))
-
-    asyncio.run(run_all())
-    return converted
+    """name -> the executed notebook (``_background._Notebooks``: started when the tests were
+    collected, so that the kernels run while this process works through other tests)."""
+    outcome = _background.result("notebooks")
+    if "missing" in outcome:
+        require(outcome["missing"], "notebooks")
+    assert "error" not in outcome, outcome.get("error")
+    return outcome["notebooks"]
 
 
 def test_the_notebooks_are_the_tutorials_but_07():
