@@ -209,3 +209,18 @@ def count_nonfinite(a):
     """'2 NaN, 1 inf' for an array holding them."""
     nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
     return ", ".join(f"{c} {what}" for c, what in [(nan, "NaN"), (inf, "inf")] if c)
+
+
+#: The dtypes a network computes in: float64 (the default, for gradient checks) and float32.
+DTYPES = (np.float64, np.float32)
+
+
+def check_sizes(sizes):
+    """``sizes`` as a list of positive ints, at least two (inputs and outputs)."""
+    if not isinstance(sizes, (list, tuple, range, np.ndarray)) or np.ndim(sizes) != 1:
+        raise TypeError(f"sizes: expected a list of at least two positive whole numbers, "
+                        f"got {describe(sizes)}")
+    if len(sizes) < 2:
+        raise ValueError(f"sizes: expected at least two positive whole numbers "
+                         f"(inputs and outputs), got {list(sizes)}")
+    return [positive_int(f"sizes[{i}]", s) for i, s in enumerate(sizes)]

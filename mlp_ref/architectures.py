@@ -243,17 +243,8 @@ class SplitHeads(_Composed):
 
     # -- forward and backward ------------------------------------------------------------
     def forward(self, X):
-        """Run the model on X; the record is the equivalent MLP's.
-
-        Parameters
-        ----------
-        X : array_like, shape (n, d)
-
-        Returns
-        -------
-        Forward, with ``.output`` of shape (n, K) and every z_l and a_l (z_L, a_L have
-        all K columns, in output order).
-        """
+        """X (n, d) -> the equivalent MLP's Forward record: ``.output`` (n, K) and every z_l
+        and a_l (z_L, a_L with all K columns, in output order)."""
         return self._as_mlp().forward(X)
 
     def backward(self, record, G):
@@ -407,16 +398,8 @@ class TwoTower(_Composed):
 
     # -- forward and backward ------------------------------------------------------------
     def forward(self, X):
-        """Run every tower on X and put their columns back in output order.
-
-        Parameters
-        ----------
-        X : array_like, shape (n, d)
-
-        Returns
-        -------
-        TowerForward, with ``.output`` of shape (n, K) and each tower's Forward record.
-        """
+        """X (n, d) -> TowerForward: every tower run on X, its Forward record kept, and
+        ``.output`` (n, K) their columns put back in output order."""
         records = [self._tower(k).forward(X) for k in range(len(self.groups))]
         n = records[0].output.shape[0]
         out = np.empty((n, self.sizes[-1]), dtype=self.dtype)

@@ -42,11 +42,14 @@ from __future__ import annotations
 
 import ctypes
 import json
+import mmap
+import multiprocessing
 import os
 import platform
 import sys
 import time
 import tracemalloc
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
@@ -108,7 +111,6 @@ def page_fault_cost(mib=16):
     """Seconds per minor page fault: first touches of a fresh anonymous mapping, one byte per
     page, less the same loop over the then-mapped pages. NumPy's temporaries pay this whenever
     the allocator has handed memory back to the operating system between two calls."""
-    import mmap
     size = mib * 2**20
     page = mmap.PAGESIZE
     region = mmap.mmap(-1, size)
@@ -413,9 +415,6 @@ def _call(isolate, fn, *args, keep_memory=False):
         if keep_memory:
             raise ValueError("keep_memory: needs isolate=True (the setting lasts for the process)")
         return fn(*args)
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         return pool.submit(_in_child, keep_memory, fn, args).result()
 

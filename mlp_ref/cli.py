@@ -6,7 +6,7 @@ import math
 import os
 import sys
 
-from . import bench, report
+from . import _checks, _files, bench, grading, report
 from .figures import FIGURES, FORMATS, write_all
 from .measurements import answer_replay, splitting, table
 from .resources import PROJECTION_COST_PATH
@@ -75,8 +75,6 @@ def cmd_figures(args):
 
 def cmd_check(args):
     """Grade an exercise of tutorials/exercises (see mlp_ref/grading.py)."""
-    from . import grading
-
     return grading.main(args.file)
 
 
@@ -138,8 +136,6 @@ def check_bench_args(args):
 
     Returns None, or the message (starting with the option's name) of the first problem.
     """
-    from . import _checks, _files
-
     memory = _checks.machine_memory()
     # float64 bytes of the parameters, their gradient, direction and copies (4 P), the forward
     # and backward stages of a batch (4 batch x sum of widths) and a batch x batch Gram (2 x)

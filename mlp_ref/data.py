@@ -10,7 +10,9 @@ things in the same order from ``np.random.default_rng(seed)``, so a seed fixes t
 """
 from __future__ import annotations
 
+import importlib.util
 import io
+import os
 
 import numpy as np
 
@@ -80,8 +82,6 @@ def digits_arrays(source="shipped"):
 
 def _sklearn_digits_file():
     """The path of scikit-learn's digits.csv.gz, found without importing scikit-learn."""
-    import importlib.util
-    import os
     spec = importlib.util.find_spec("sklearn")
     path = None if spec is None or spec.origin is None else os.path.join(
         os.path.dirname(spec.origin), "datasets", "data", "digits.csv.gz")

@@ -13,6 +13,9 @@ import functools
 import os
 import time
 
+import numpy
+
+from . import _files
 from .measurements import continual, drift, optimizers, projection, projection_cost, question
 from .setups import G_QUESTION, LR, seed_setup
 
@@ -31,7 +34,6 @@ def png_metadata():
     the same versions: drifts drawn at round-off depend on the BLAS kernel the CPU runs.
     """
     import matplotlib
-    import numpy
     return {"Software": f"mlp-ref figures; matplotlib {matplotlib.__version__}; "
                         f"numpy {numpy.__version__}"}
 
@@ -159,7 +161,7 @@ def write_all(out="figures", names=None, log=print, fmt="png"):
     Each file is written whole or not at all (``_files.write_atomically``): an interrupted run
     leaves the figures it had not finished as they were.
     """
-    from . import _files, plots
+    from . import plots                     # matplotlib: only when a figure is drawn
 
     if fmt not in FORMATS:
         raise ValueError(f"fmt: expected one of {', '.join(FORMATS)}, got {fmt!r}")

@@ -28,9 +28,9 @@ import math
 
 import numpy as np
 
-from . import _checks, activations
+from . import _checks, activations, saving
+from ._checks import DTYPES, check_sizes
 
-DTYPES = (np.float64, np.float32)
 
 
 @dataclass
@@ -102,17 +102,6 @@ class Piece:
     outputs: list
     to_mlp: object
     to_model: object
-
-
-def check_sizes(sizes):
-    """``sizes`` as a list of positive ints, at least two (inputs and outputs)."""
-    if not isinstance(sizes, (list, tuple, range, np.ndarray)) or np.ndim(sizes) != 1:
-        raise TypeError(f"sizes: expected a list of at least two positive whole numbers, "
-                        f"got {_checks.describe(sizes)}")
-    if len(sizes) < 2:
-        raise ValueError(f"sizes: expected at least two positive whole numbers "
-                         f"(inputs and outputs), got {list(sizes)}")
-    return [_checks.positive_int(f"sizes[{i}]", s) for i, s in enumerate(sizes)]
 
 
 class Model:
@@ -453,12 +442,10 @@ class MLP(Model):
     def save(self, path):
         """Write the network to the .npz file ``path``: architecture and parameters, plain
         arrays only (no pickle), written atomically. See ``mlp_ref.saving``."""
-        from .saving import save
-        save(self, path)
+        saving.save(self, path)
 
     @classmethod
     def load(cls, path):
         """The network saved at ``path`` by :meth:`save`: same repr, same parameter bits.
         A damaged, truncated or foreign file raises ValueError naming the path and the key."""
-        from .saving import load
-        return load(cls, path)
+        return saving.load(cls, path)

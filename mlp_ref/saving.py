@@ -12,7 +12,7 @@ import stat
 import numpy as np
 
 from . import _checks, _files, activations
-from .network import DTYPES, check_sizes
+from ._checks import DTYPES, check_sizes
 
 FILE_FORMAT = "mlp-ref MLP 1"          # what MLP.save writes; bump it if the file layout changes
 ARCHITECTURE_KEYS = ("format", "sizes", "activations", "dtype", "init_std", "seed")

@@ -31,6 +31,10 @@ and machine. ``python -m mlp_ref.measurements.continual`` runs the cost sweep (`
 """
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import platform
 import time
 import tracemalloc
 
@@ -382,10 +386,6 @@ def main(argv=None):
     """``python -m mlp_ref.measurements.continual [--json PATH] [--sizes 8,16,...] [--hidden H]``:
     the cost sweep, printed, and saved as JSON; ``--json`` alone writes the copy that ships with
     the package (``resources.CONTINUAL_COST_PATH``), which continual_cost.png is drawn from."""
-    import argparse
-    import json
-    import os
-    import platform
     parser = argparse.ArgumentParser(prog="python -m mlp_ref.measurements.continual", description=main.__doc__)
     parser.add_argument("--json", nargs="?", const=resources.CONTINUAL_COST_PATH,
                         help="save the sweep here (alone: the shipped copy)")

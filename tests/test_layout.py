@@ -1,0 +1,149 @@
+"""The layout of the package, read from its source: imports flow one way (DESIGN.md's
+activations -> network -> jacobian -> fixes -> optim -> measurements -> plots -> cli), with no
+cycle, no private name reached across modules, and every import at the top of its module but
+matplotlib's (``import mlp_ref`` must not load it: test_cli.py runs that check)."""
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mlp_ref"
+
+
+def module_name(path):
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_module(name):
+    path = PACKAGE.parent / name.replace(".", "/")
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+MODULES = {module_name(p): ast.parse(p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported(name, node):
+    """The package modules an import statement of module ``name`` loads."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.startswith("mlp_ref")]
+    if not node.level:
+        return [node.module] if (node.module or "").startswith("mlp_ref") else []
+    package = name.split(".") if name in ("mlp_ref", "mlp_ref.measurements", "mlp_ref.plots") \
+        else name.split(".")[:-1]
+    base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+    submodules = [f"{base}.{a.name}" for a in node.names if is_module(f"{base}.{a.name}")]
+    return submodules or [base]
+
+
+def top_level_imports(name):
+    """Module -> the package modules it imports when it is imported (not from inside functions)."""
+    tree = MODULES[name]
+    nodes = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    nodes += [n for t in tree.body if isinstance(t, ast.Try) for n in t.body
+              if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return {m for n in nodes for m in imported(name, n)
+            if m != name and not name.startswith(m + ".")}        # a package's own __init__
+
+
+GRAPH = {name: top_level_imports(name) for name in MODULES}
+
+
+def test_the_imports_have_no_cycle():
+    state, cycles = {}, []
+
+    def visit(module, path):
+        state[module] = "open"
+        for dep in sorted(GRAPH.get(module, ())):
+            if state.get(dep) == "open":
+                cycles.append(path[path.index(dep):] + [dep] if dep in path else [module, dep])
+            elif dep not in state:
+                visit(dep, path + [dep])
+        state[module] = "done"
+
+    for module in sorted(GRAPH):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, cycles
+
+
+#: The rooms of the house, lowest first: a module imports only from its own room or lower ones.
+ROOMS = [
+    ("core", {"mlp_ref._checks", "mlp_ref._files", "mlp_ref.activations", "mlp_ref.resources",
+              "mlp_ref.saving", "mlp_ref.network", "mlp_ref.losses", "mlp_ref.data",
+              "mlp_ref.setups", "mlp_ref.gradcheck", "mlp_ref.architectures",
+              "mlp_ref.jacobian", "mlp_ref.fixes", "mlp_ref.optim"}),
+    ("fast tier", {"mlp_ref.fast"}),
+    ("measurements", {m for m in MODULES if m.startswith("mlp_ref.measurements")}),
+    ("plots", {m for m in MODULES if m.startswith("mlp_ref.plots")}),
+    ("front", {"mlp_ref", "mlp_ref.__main__", "mlp_ref.figures", "mlp_ref.report",
+               "mlp_ref.tutorial", "mlp_ref.grading", "mlp_ref.bench", "mlp_ref.cli"}),
+]
+ROOM = {m: i for i, (_, members) in enumerate(ROOMS) for m in members}
+
+
+def test_every_module_has_a_room():
+    assert set(ROOM) == set(MODULES)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_a_module_imports_nothing_above_its_room(module):
+    above = sorted(dep for dep in GRAPH[module] if ROOM[dep] > ROOM[module])
+    assert not above, f"{module} ({ROOMS[ROOM[module]][0]}) imports {above}"
+
+
+def test_the_lesson_follows_the_chain_rule_down():
+    # within the core, the order DESIGN.md draws: a lower step never imports a higher one
+    order = ["mlp_ref.activations", "mlp_ref.network", "mlp_ref.jacobian", "mlp_ref.fixes"]
+    for i, low in enumerate(order):
+        assert not GRAPH[low] & set(order[i + 1:]), low
+    assert "mlp_ref.fast" not in set().union(*(GRAPH[m] for m in ROOMS[0][1]))
+    assert not any(d.startswith("mlp_ref.bench") for m in ROOMS[3][1] for d in GRAPH[m])
+
+
+def private_names_used(name):
+    """(line, text) of every private name of another package module used by ``name``."""
+    tree, found = MODULES[name], []
+    modules = {}                              # local name -> the package module it is
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("mlp_ref")):
+            for alias in node.names:
+                targets = imported(name, ast.ImportFrom(module=node.module, names=[alias],
+                                                        level=node.level))
+                if is_module(targets[0]) and targets[0].endswith("." + alias.name):
+                    modules[alias.asname or alias.name] = targets[0]
+                elif alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append((node.lineno, f"from {node.module} import {alias.name}"))
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in modules and node.attr.startswith("_")
+                and not node.attr.startswith("__")):
+            found.append((node.lineno, f"{node.value.id}.{node.attr}"))
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_private_name_is_reached_across_modules(module):
+    assert not private_names_used(module)
+
+
+def test_the_private_name_check_finds_one():
+    # the check itself, on a module written to break the rule
+    MODULES["mlp_ref.broken"] = ast.parse("from . import network\nnetwork._why_not_finite(1)\n"
+                                          "from .fixes import _helper\n")
+    try:
+        assert sorted(private_names_used("mlp_ref.broken")) == [
+            (2, "network._why_not_finite"), (3, "from fixes import _helper")]
+    finally:
+        del MODULES["mlp_ref.broken"]
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_are_at_the_top_but_matplotlibs(module):
+    tree = MODULES[module]
+    top = {id(n) for n in tree.body} | {id(n) for t in tree.body if isinstance(t, ast.Try) for n in t.body}
+    late = [(n.lineno, [a.name for a in n.names], getattr(n, "module", None))
+            for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in top]
+    allowed = [(line, names, mod) for line, names, mod in late
+               if names == ["matplotlib"] or names == ["plots"]]     # mlp_ref.plots loads matplotlib
+    assert late == allowed, late
