@@ -25,6 +25,12 @@ def load(framework):
     module = require(framework, "frameworks")
     if framework == "torch":
         module.set_num_threads(1)        # tiny matrices: a second thread only spins (100x slower)
+    if framework == "tensorflow":        # the same for TensorFlow's two thread pools
+        try:
+            module.config.threading.set_intra_op_parallelism_threads(1)
+            module.config.threading.set_inter_op_parallelism_threads(1)
+        except RuntimeError:             # settable only before TensorFlow's first op
+            pass
     if str(FRAMEWORKS_DIR) not in sys.path:
         sys.path.insert(0, str(FRAMEWORKS_DIR))      # as tutorial 07 does
     return importlib.import_module(MODULES[framework])
