@@ -10,6 +10,7 @@ import io
 import os
 import subprocess
 import sys
+import textwrap
 from contextlib import redirect_stdout
 
 import numpy as np
@@ -200,6 +201,38 @@ def test_every_tutorial_states_the_question_first_with_its_link():
         assert first.kind == "markdown", path.name
         assert "https://stackoverflow.com/questions/42182233" in first.source
         assert "$G = [0, -1]$" in first.source and "leaves out1 unchanged?" in first.source
+
+
+LISTED = """import torch_or_anything_not_installed
+
+
+def first(x):
+    \"\"\"Doc.\"\"\"
+
+    return x + 1   # kept as written
+
+
+@staticmethod
+class Second:
+    pass
+"""
+
+
+def test_listing_shows_functions_as_they_stand_in_their_file(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "fx.py"
+    path.write_text(LISTED)
+    shown = tutorial.listing(path, "first", "Second", label="PyTorch")     # the file is not imported
+    first = 'def first(x):\n    \"\"\"Doc.\"\"\"\n\n    return x + 1   # kept as written'
+    assert str(shown) == ("\n--- PyTorch: fx.py, first ---\n" + textwrap.indent(first, "    ") + "\n"
+                          "\n--- PyTorch: fx.py, Second ---\n    @staticmethod\n    class Second:\n        pass\n")
+    second = "@staticmethod\nclass Second:\n    pass"
+    assert shown._repr_markdown_() == (f"`PyTorch: fx.py, first`\n\n```python\n{first}\n```\n\n"
+                                       f"`PyTorch: fx.py, Second`\n\n```python\n{second}\n```")
+    monkeypatch.setattr(tutorial, "HEADLESS", True)                 # run as a script: printed
+    assert tutorial.listing(path, "first", label="PyTorch") is None
+    assert capsys.readouterr().out == "\n--- PyTorch: fx.py, first ---\n" + textwrap.indent(first, "    ") + "\n"
+    with pytest.raises(ValueError, match=r"^names: expected functions or classes of fx.py, got \['third'\]"):
+        tutorial.listing(path, "first", "third")
 
 
 def test_show_stages_prints_the_cli_lines(capsys):
