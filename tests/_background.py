@@ -45,11 +45,11 @@ class Run:
 
 
 class _Tutorials:
-    """Every tutorial, run once, headless, all at the same time."""
+    """Every tutorial (or those ``names``), run once, headless, all at the same time."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, names=None):
         self.procs = {}
-        for p in TUTORIALS:
+        for p in TUTORIALS if names is None else [p for p in TUTORIALS if p.name in names]:
             out, err = open(folder / f"{p.stem}.out", "w+"), open(folder / f"{p.stem}.err", "w+")
             proc = subprocess.Popen([sys.executable, *headless(p)], stdin=subprocess.DEVNULL,
                                     stdout=out, stderr=err, text=True, env=tutorial_env(), cwd=ROOT)
@@ -136,7 +136,15 @@ class _Wheel:
         pass
 
 
-_JOBS = {"test_tutorials.py": ("tutorials", _Tutorials), "test_figures.py": ("wheel", _Wheel)}
+def _tutorial_07(folder):
+    return _Tutorials(folder, ["07_from_numpy_to_frameworks.py"])
+
+
+#: test file -> (job, how to start it). A job is started once: test_tutorials.py comes first, so
+#: when both it and test_frameworks_tutorial.py are collected, every tutorial runs.
+_JOBS = {"test_tutorials.py": ("tutorials", _Tutorials),
+         "test_frameworks_tutorial.py": ("tutorials", _tutorial_07),
+         "test_figures.py": ("wheel", _Wheel)}
 
 
 def start(test_files):

@@ -185,7 +185,7 @@ def test_ctrl_c_while_a_cell_runs_stops_with_one_line(tmp_path):
 
 
 def test_markdown_math_is_plain_text_in_every_tutorial(outputs):
-    for path in TUTORIALS[:6]:
+    for path in TUTORIALS:
         out = outputs[path.name].stdout
         assert "$" not in out and "\\" not in out, path.name
         headings = [tutorial.markdown_text(c.source.splitlines()[0][3:])
@@ -196,7 +196,7 @@ def test_markdown_math_is_plain_text_in_every_tutorial(outputs):
 
 
 def test_every_tutorial_states_the_question_first_with_its_link():
-    for path in TUTORIALS[:6]:
+    for path in TUTORIALS:
         first = tutorial.cells(path.read_text())[0]
         assert first.kind == "markdown", path.name
         assert "https://stackoverflow.com/questions/42182233" in first.source
@@ -339,3 +339,16 @@ def test_06_prints_the_table_the_penalty_limit_and_the_measured_guarantees(outpu
         limit = fixes.penalty_limit(net, X) / LR[name]
         assert f"stable while lam < {limit:.2f} at lr {LR[name]}" in out
     assert report.format_guarantees(guarantees) in out
+
+
+def test_07_without_frameworks_prints_mlp_refs_drift_and_its_slopes(outputs):
+    out = outputs["07_from_numpy_to_frameworks.py"].stdout
+    lrs = np.logspace(-5, -2, 7)
+    for name in ("seed", "visible"):
+        res = drift.one_step(name, rules=["naive", "project"], lrs=lrs)
+        for rule in ("naive", "project"):
+            values = res[rule]["drift_batch"]
+            slope = fits.loglog_slope(lrs, values, max_lr=1e-3)
+            assert (f"  {rule:8}" + "".join(f"{d:9.1e}" for d in values)
+                    + f"   fitted slope {slope:.3f}") in out
+    assert "[figure: mlp_ref.plots.frameworks_drift_vs_lr, drawn inline" in out
