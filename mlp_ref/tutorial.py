@@ -57,19 +57,6 @@ def pause(prompt, where):
         raise Stop(0) from None
 
 
-def section(title, text="", step=None):
-    """Print a heading and a short narration; with ``--step``, first wait for Enter.
-
-    For scripts that are not written as markdown cells (tutorial 07); the others narrate
-    through their markdown cells and :func:`run_headless`.
-    """
-    if stepping() if step is None else step:
-        pause(f"\n[press Enter for: {title}] ", f"before {title!r}")
-    print(f"\n{title}\n{'=' * len(title)}")
-    if text:
-        print(textwrap.fill(" ".join(text.split()), width=92))
-
-
 # -- the cells of a percent script ----------------------------------------------------------
 @dataclass
 class Cell:

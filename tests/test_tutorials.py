@@ -88,16 +88,6 @@ def test_stepping_needs_the_flag_and_a_terminal():
     assert not tutorial.stepping(["--step"], FakeStdin(True))      # argv[0] is the script
 
 
-def test_section_pauses_only_when_stepping(monkeypatch, capsys):
-    calls = []
-    monkeypatch.setattr("builtins.input", lambda prompt="": calls.append(prompt) or "")
-    tutorial.section("Title", "some   text\n   on lines", step=True)
-    tutorial.section("Other", step=False)
-    out = capsys.readouterr().out
-    assert len(calls) == 1 and "Title" in calls[0]
-    assert "Title\n=====\nsome text on lines" in out and "Other\n=====" in out
-
-
 @pytest.mark.parametrize("key, status, said", [(EOFError, 0, "(end of input)"),
                                                (KeyboardInterrupt, 130, "(Ctrl-C)")])
 def test_ctrl_c_or_ctrl_d_at_a_pause_stops_with_one_line(monkeypatch, capsys, key, status, said):
@@ -105,7 +95,7 @@ def test_ctrl_c_or_ctrl_d_at_a_pause_stops_with_one_line(monkeypatch, capsys, ke
         raise key
     monkeypatch.setattr("builtins.input", pressed)
     with pytest.raises(SystemExit) as stop:
-        tutorial.section("Title", step=True)
+        tutorial.pause("\n[press Enter for: Title] ", "before 'Title'")
     assert stop.value.code == status
     assert capsys.readouterr().out == f"\nstopped before 'Title' {said}\n"
 
