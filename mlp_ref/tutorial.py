@@ -16,6 +16,7 @@ Importing this module never imports matplotlib: :func:`figure` draws only in a n
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import io
 import re
@@ -23,6 +24,7 @@ import shutil
 import sys
 import textwrap
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -53,19 +55,6 @@ def pause(prompt, where):
     except EOFError:
         print(f"\nstopped {where} (end of input)")
         raise Stop(0) from None
-
-
-def section(title, text="", step=None):
-    """Print a heading and a short narration; with ``--step``, first wait for Enter.
-
-    For scripts that are not written as markdown cells (tutorial 07); the others narrate
-    through their markdown cells and :func:`run_headless`.
-    """
-    if stepping() if step is None else step:
-        pause(f"\n[press Enter for: {title}] ", f"before {title!r}")
-    print(f"\n{title}\n{'=' * len(title)}")
-    if text:
-        print(textwrap.fill(" ".join(text.split()), width=92))
 
 
 # -- the cells of a percent script ----------------------------------------------------------
@@ -270,6 +259,55 @@ def figure(name, *args, **kwargs):
         args = (args[0](),)
     plots = importlib.import_module("mlp_ref.plots")       # matplotlib only now, only here
     return InlineFigure(getattr(plots, name)(*args, **kwargs))
+
+
+# -- source code to read ----------------------------------------------------------------------
+class Listing:
+    """Source code to read, as it stands in its file: a highlighted Python block in Jupyter
+    (``_repr_markdown_``), plain indented text anywhere else (``str``)."""
+
+    def __init__(self, blocks):
+        self.blocks = blocks                          # [(heading, source)]
+
+    def __str__(self):
+        return "".join(f"\n--- {heading} ---\n{textwrap.indent(source, '    ')}\n"
+                       for heading, source in self.blocks)
+
+    def _repr_markdown_(self):
+        return "\n\n".join(f"`{heading}`\n\n```python\n{source}\n```"
+                             for heading, source in self.blocks)
+
+    def __repr__(self):
+        return str(self)
+
+
+def listing(path, *names, label=None):
+    """The source of the top-level functions or classes ``names`` of the Python file ``path``,
+    line for line as they stand in it (decorators and a comment on the last line included).
+
+    The file is parsed (``ast``), not imported: its own imports (PyTorch, say) need not be
+    installed to read it, and what is shown is what a run of that file executes. Each block is
+    headed ``label: file name, name``. As the last line of a cell, the listing appears in Jupyter
+    as highlighted Python; run as a script (:func:`run_headless`) it is printed, indented.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    nodes = {node.name: node for node in ast.parse(text).body
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    unknown = [name for name in names if name not in nodes]
+    if unknown:
+        raise ValueError(f"names: expected functions or classes of {path.name}, got {unknown}")
+    lines = text.splitlines()
+
+    def whole_lines(node):                  # its decorators, and a comment after its last line
+        first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+        return "\n".join(lines[first - 1:node.end_lineno])
+    head = f"{label}: {path.name}" if label else path.name
+    shown = Listing([(f"{head}, {name}", whole_lines(nodes[name])) for name in names])
+    if HEADLESS:
+        print(shown, end="")
+        return None
+    return shown
 
 
 # -- printing arrays -------------------------------------------------------------------------

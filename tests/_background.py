@@ -17,8 +17,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIALS = sorted((ROOT / "tutorials").glob("[0-9][0-9]_*.py"))
-#: The tutorials that open as notebooks: 07 prints framework snippets and draws nothing (yet).
-NOTEBOOKS = [p for p in TUTORIALS if not p.name.startswith("07_")]
+#: Every tutorial opens as a notebook.
+NOTEBOOKS = TUTORIALS
+FRAMEWORKS_TUTORIAL = "07_from_numpy_to_frameworks.py"
+#: The first cell given to tutorial 07's kernel: from then on, importing torch or tensorflow
+#: raises ModuleNotFoundError there, as on a machine without them (importing both would cost
+#: the kernel some 10 s; 07's run with them is tests/test_frameworks_tutorial.py's).
+HIDE_FRAMEWORKS = f"""import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+from _hide_frameworks import HideFrameworks
+sys.meta_path.insert(0, HideFrameworks())
+del sys.path[0]"""
+#: What runs between two notebooks in one kernel: the frameworks shown again, every name gone.
+RESET = """import sys
+sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "HideFrameworks"]
+%reset -f"""
+#: The notebooks that take longest (CPU seconds measured headless: 08 4.5, 06 4.3, 04 2.7), run
+#: first, so that the last to finish is a short one.
+LONGEST_FIRST = ("08_a_real_task.py", "06_side_by_side.py", "04_layer_splitting.py")
 
 _started = {}
 _folders = []
@@ -49,11 +65,11 @@ class Run:
 
 
 class _Tutorials:
-    """Every tutorial, run once, headless, all at the same time."""
+    """Every tutorial (or those ``names``), run once, headless, all at the same time."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, names=None):
         self.procs = {}
-        for p in TUTORIALS:
+        for p in TUTORIALS if names is None else [p for p in TUTORIALS if p.name in names]:
             out, err = open(folder / f"{p.stem}.out", "w+"), open(folder / f"{p.stem}.err", "w+")
             proc = subprocess.Popen([sys.executable, *headless(p)], stdin=subprocess.DEVNULL,
                                     stdout=out, stderr=err, text=True, env=tutorial_env(), cwd=ROOT)
@@ -141,18 +157,18 @@ class _Wheel:
 
 
 class _Notebooks:
-    """Every notebook tutorial converted by jupytext and executed by nbclient in a real Jupyter
-    kernel, in a thread (the kernels are processes of their own).
+    """Every tutorial converted by jupytext and executed by nbclient in a real Jupyter kernel,
+    in a thread (the kernels are processes of their own); tutorial 07 with the frameworks hidden.
 
-    Two kernels (two cores), each running its share of the notebooks one after another, with
-    ``%reset -f`` between two notebooks: every name a notebook uses must come from its own
-    cells, as in a fresh kernel, while the modules already imported stay loaded; starting a
-    kernel costs about 2.5 s of CPU, more than most tutorials themselves.
+    Two kernels (two cores) take the notebooks one after another from one queue, the longest
+    first, with ``RESET`` (``%reset -f``) between two notebooks: every name a notebook uses must
+    come from its own cells, as in a fresh kernel, while the modules already imported stay
+    loaded; starting a kernel costs about 2.5 s of CPU, more than most tutorials themselves.
 
     ``result()``: {"notebooks": name -> executed notebook} or {"error": ...}; {"missing": the
     module} when the [notebooks] extra is not installed (the test then skips or fails, _extras)."""
 
-    EXTRA = ("jupytext", "nbclient", "ipykernel")
+    EXTRA = ("jupytext", "nbclient", "ipykernel", "nbformat")
     KERNELS = 2
 
     def __init__(self, folder):
@@ -174,29 +190,35 @@ class _Notebooks:
         from jupyter_client.manager import AsyncKernelManager
 
         converted = {p.name: jupytext.read(p) for p in NOTEBOOKS}
-        reset = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%reset -f")])
+        converted[FRAMEWORKS_TUTORIAL].cells.insert(0, nbformat.v4.new_code_cell(HIDE_FRAMEWORKS))
+        reset = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(RESET)])
+        queue = [n for n in LONGEST_FIRST if n in converted] + [n for n in converted
+                                                                 if n not in LONGEST_FIRST]
 
         def client(nb, km):
             return nbclient.NotebookClient(nb, km=km, timeout=300, kernel_name="python3",
                                            resources={"metadata": {"path": str(ROOT)}})
 
-        async def lane(names):
+        async def lane():
             km = AsyncKernelManager(kernel_name="python3")
             await km.start_kernel(env=tutorial_env(), cwd=str(ROOT))
             try:
-                for i, name in enumerate(names):
-                    if i:
+                first = True
+                while queue:
+                    name = queue.pop(0)
+                    if not first:
                         await client(reset, km).async_execute()
+                    first = False
                     await client(converted[name], km).async_execute()
             finally:
                 await km.shutdown_kernel(now=True)
 
-        async def run_all():
-            names = list(converted)
-            await asyncio.gather(*(lane(names[k::self.KERNELS]) for k in range(self.KERNELS)))
-
         try:
+            async def run_all():
+                await asyncio.gather(*(lane() for _ in range(self.KERNELS)))
             asyncio.run(run_all())
+            hide = converted[FRAMEWORKS_TUTORIAL].cells.pop(0)
+            assert hide.source == HIDE_FRAMEWORKS and not hide.outputs, hide
             self.outcome["notebooks"] = converted
         except Exception as exc:               # a failing cell: the tests report it
             self.outcome["error"] = f"{type(exc).__name__}: {exc}"[-5000:]
@@ -210,7 +232,15 @@ class _Notebooks:
         pass
 
 
-_JOBS = {"test_tutorials.py": ("tutorials", _Tutorials), "test_figures.py": ("wheel", _Wheel),
+def _tutorial_07(folder):
+    return _Tutorials(folder, ["07_from_numpy_to_frameworks.py"])
+
+
+#: test file -> (job, how to start it). A job is started once: test_tutorials.py comes first, so
+#: when both it and test_frameworks_tutorial.py are collected, every tutorial runs.
+_JOBS = {"test_tutorials.py": ("tutorials", _Tutorials),
+         "test_frameworks_tutorial.py": ("tutorials", _tutorial_07),
+         "test_figures.py": ("wheel", _Wheel),
          "test_notebooks.py": ("notebooks", _Notebooks)}
 
 

@@ -2,7 +2,7 @@
 (trajectories.png, pareto.png), and a slice of input space off the batch (heldout_drift.png)."""
 import numpy as np
 
-from mlp_ref import figures
+from mlp_ref import figures, fixes
 from mlp_ref.measurements import drift, fits, rules
 from mlp_ref.setups import N_PROBE, SETUPS
 
@@ -93,3 +93,30 @@ def test_a_small_slice():
     x1, x2, grid = drift.input_slice(3, 0.25)
     assert res["naive"].shape == (3, 3) and np.all(grid[:, 2] == 0.25)
     assert grid[5].tolist() == [x1[2], x2[1], 0.25]                          # row-major (x2, x1)
+
+
+
+def _out1_after(scale):
+    """Another implementation of a step, made of mlp_ref's own directions, that steps by
+    ``scale`` times lr: out1 on X after one step at each lr, as ``one_step_beside`` asks."""
+    def run(rule, net, X, G, lrs):
+        D = getattr(fixes, rule)(net, X, G)
+        return [net.copy().step(D, scale * lr)(X)[:, 0] for lr in lrs]
+    return run
+
+
+def test_one_step_beside_puts_another_implementations_drift_beside_the_references():
+    lrs = np.logspace(-5, -2, 7)
+    res = drift.one_step_beside({"same": _out1_after(1.0), "double": _out1_after(2.0)}, "visible", lrs)
+    assert res["who"] == ["mlp_ref", "same", "double"] and res["rules"] == ["naive", "project"]
+    ref = drift.one_step("visible", rules=["naive", "project"], lrs=lrs)
+    for rule, k in (("naive", 1), ("project", 2)):
+        assert np.array_equal(res["drift"]["mlp_ref"][rule], ref[rule]["drift_batch"])
+        assert np.array_equal(res["drift"]["same"][rule], ref[rule]["drift_batch"])
+        assert res["rel_error"]["same"][rule] == 0.0
+        assert res["slopes"]["mlp_ref"][rule] == fits.loglog_slope(lrs, ref[rule]["drift_batch"], 1e-3)
+        assert abs(res["slopes"]["double"][rule] - k) < 0.01           # twice the lr: same order
+    # twice the step moves out1 twice as far (naive, O(lr)) or four times (project, O(lr^2))
+    assert 0.95 < res["rel_error"]["double"]["naive"] < 1.0
+    assert 2.9 < res["rel_error"]["double"]["project"] < 3.0
+    assert set(res["rel_error"]) == {"same", "double"}

@@ -1,16 +1,13 @@
 """Tutorial 07 prints the framework code that runs, runs it, and every claim it makes holds.
 
-Run twice: in a subprocess with PyTorch and TensorFlow hidden (a teacher's machine with only
-numpy and matplotlib), and in this process with both (skipped without them, a failure in CI).
+Run twice: with PyTorch and TensorFlow hidden (a teacher's machine with only numpy and
+matplotlib; the background run of tests/_background.py), and in this process with both (skipped
+without them, a failure in CI). Its notebook is run by tests/test_notebooks.py.
 The numbers it prints are kept in its MEASURED dict; each is checked here against the claim the
 narration makes about it, and the prose's own numbers are recomputed from mlp_ref.
 """
 import inspect
 import io
-import os
-import runpy
-import subprocess
-import sys
 import textwrap
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -20,6 +17,8 @@ import pytest
 from _extras import require
 from _frameworks import load
 
+import _background
+
 from mlp_ref import fixes, losses, setups
 from mlp_ref.measurements import rules
 from mlp_ref.jacobian import dense_rows
@@ -27,25 +26,26 @@ from mlp_ref.setups import G_QUESTION, SETUPS
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIAL = ROOT / "tutorials" / "07_from_numpy_to_frameworks.py"
-HIDE = Path(__file__).resolve().parent / "_hide_frameworks.py"
 NAMES = {"PyTorch": "torch", "TensorFlow 2": "tensorflow"}
 
 
 @pytest.fixture(scope="module")
 def without_frameworks():
-    env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=os.pathsep.join(
-        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    return subprocess.run([sys.executable, str(HIDE), str(TUTORIAL)], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+    """The headless run with the frameworks hidden, started when the tests were collected."""
+    return _background.result("tutorials")[TUTORIAL.name]
 
 
 @pytest.fixture(scope="module")
 def with_frameworks():
-    """The tutorial run in this process, with both frameworks: (its namespace, what it printed)."""
+    """The tutorial run in this process, with both frameworks, as ``python tutorials/07_...py``
+    runs it (run_headless: markdown printed, cells run, then SystemExit 0): (its namespace,
+    what it printed, the two fixes modules)."""
     modules = {name: load(framework) for name, framework in NAMES.items()}
     out = io.StringIO()
-    with redirect_stdout(out):
-        namespace = runpy.run_path(str(TUTORIAL), run_name="__main__")
+    namespace = {"__name__": "__main__", "__file__": str(TUTORIAL)}
+    with redirect_stdout(out), pytest.raises(SystemExit) as end:
+        exec(compile(TUTORIAL.read_text(), str(TUTORIAL), "exec"), namespace)
+    assert end.value.code == 0
     return namespace, out.getvalue(), modules
 
 
@@ -130,9 +130,49 @@ def test_freezing_moves_out1_by_exactly_zero(with_frameworks):
             assert all(v == 0.0 for v in values.values())
 
 
-def test_the_projections_drift_slope_is_2(with_frameworks):
-    slopes = measured(with_frameworks, "fitted slope of the drift, lr <= 1e-3")
-    assert len(slopes) == 4 and all(abs(s - 2.0) <= 0.05 for s in slopes.values())
+@pytest.mark.parametrize("rule, order", [("naive", 1), ("project", 2)])
+def test_the_drift_slopes_are_1_and_2_in_every_framework(with_frameworks, rule, order):
+    """"1.00 for naive and 2.00 for project, in NumPy, PyTorch and TensorFlow, on both setups"."""
+    slopes = measured(with_frameworks, f"{rule}: fitted slope of the drift, lr <= 1e-3")
+    assert len(slopes) == 4 and all(abs(s - order) < 0.005 for s in slopes.values())
+    for res in with_frameworks[0]["beside"].values():
+        assert res["slope_max_lr"] == 1e-3 and (res["lrs"][0], res["lrs"][-1]) == (1e-5, 1e-2)
+        assert abs(res["slopes"]["mlp_ref"][rule] - order) < 0.005
+
+
+def test_each_framework_drifts_as_mlp_ref_worst_at_the_smallest_drift(with_frameworks):
+    """"every point lands on mlp_ref's, within 1e-3 relative at every lr"; the largest
+    differences at "about 1e-13 after a projected step of 1e-5 on the seed network", "two
+    values of out1 near 0.05, each known to a few units of its last digit"."""
+    for rule in ("naive", "project"):
+        differences = measured(with_frameworks, f"{rule}: drift, relative difference from mlp_ref")
+        assert len(differences) == 4 and all(v <= 1e-3 for v in differences.values())
+    beside = with_frameworks[0]["beside"]
+    net, X, _ = SETUPS["seed"]()
+    out1 = net(X)[:, 0]
+    assert np.all((0.045 < out1) & (out1 < 0.055))
+    for framework in NAMES:
+        errors = {(setup, rule, i): abs(d - res["drift"]["mlp_ref"][rule][i]) / res["drift"]["mlp_ref"][rule][i]
+                  for setup, res in beside.items() for rule in res["rules"]
+                  for i, d in enumerate(res["drift"][framework][rule])}
+        assert max(errors, key=errors.get) == ("seed", "project", 0)
+        smallest = beside["seed"]["drift"]["mlp_ref"]["project"][0]
+        assert 5e-14 < smallest < 2e-13
+        assert abs(beside["seed"]["drift"][framework]["project"][0] - smallest) <= 8 * np.spacing(0.05)
+
+
+def test_the_figure_from_the_run_with_both_draws_their_points(with_frameworks):
+    """What the notebook draws when both frameworks are installed (its kernel in
+    test_notebooks.py has them hidden)."""
+    from mlp_ref import plots
+    beside = with_frameworks[0]["beside"]
+    fig = plots.frameworks_drift_vs_lr(list(beside.values()))
+    assert "PyTorch and TensorFlow 2 lands on mlp_ref's curves" in fig.get_suptitle()
+    for ax, res in zip(fig.axes, beside.values()):
+        lines = {line.get_label(): line.get_ydata() for line in ax.get_lines()}
+        for framework in NAMES:
+            for rule in ("naive", "project"):
+                assert np.array_equal(lines[f"{rule}: {framework}"], res["drift"][framework][rule])
 
 
 def test_float32_the_pinv_way_misses_the_bound_by_far(with_frameworks):

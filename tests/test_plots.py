@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from mlp_ref import plots
+from mlp_ref import fixes, plots
 from mlp_ref.measurements import projection, projection_cost, question
 from mlp_ref.setups import G_QUESTION, seed_setup
 
@@ -130,3 +130,25 @@ def test_the_projection_cost_takeaway_is_the_datas():
     title = plots.projection_cost(cost).get_suptitle()
     assert f"at n = {cost['largest_dense_n']} constraints" in title
     assert f"{cost['speedup']:.0f}x faster" in title and f"{cost['memory_ratio']:.0f}x less memory" in title
+
+
+def test_the_frameworks_drift_figure_draws_each_implementations_points_on_the_references():
+    from mlp_ref.measurements import drift
+    lrs = np.logspace(-5, -2, 4)
+
+    def other(rule, net, X, G, lrs):             # another implementation: mlp_ref at 1.5 lr
+        D = getattr(fixes, rule)(net, X, G)
+        return [net.copy().step(D, 1.5 * lr)(X)[:, 0] for lr in lrs]
+    results = [drift.one_step_beside({"other": other}, setup, lrs) for setup in ("seed", "visible")]
+    fig = plots.frameworks_drift_vs_lr(results, missing=["TensorFlow 2"])
+    assert len(fig.axes) == 2 and fig.get_figwidth() * fig.dpi >= 1000
+    assert "not installed: TensorFlow 2" in fig.get_suptitle()
+    for ax, res in zip(fig.axes, results):
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        for rule in ("naive", "project"):
+            for who, label in (("mlp_ref", f"{rule}: mlp_ref (NumPy)"), ("other", f"{rule}: other")):
+                assert np.array_equal(lines[label].get_ydata(), res["drift"][who][rule])
+        box = [t.get_text() for t in ax.texts if t.get_text().startswith("fitted slopes")]
+        assert len(box) == 1 and f"naive: {res['slopes']['mlp_ref']['naive']:.2f}, " in box[0]
+    everything = plots.frameworks_drift_vs_lr(results[:1])
+    assert "not installed" not in everything.get_suptitle() and len(everything.axes) == 1

@@ -10,6 +10,7 @@ import io
 import os
 import subprocess
 import sys
+import textwrap
 from contextlib import redirect_stdout
 
 import numpy as np
@@ -87,16 +88,6 @@ def test_stepping_needs_the_flag_and_a_terminal():
     assert not tutorial.stepping(["--step"], FakeStdin(True))      # argv[0] is the script
 
 
-def test_section_pauses_only_when_stepping(monkeypatch, capsys):
-    calls = []
-    monkeypatch.setattr("builtins.input", lambda prompt="": calls.append(prompt) or "")
-    tutorial.section("Title", "some   text\n   on lines", step=True)
-    tutorial.section("Other", step=False)
-    out = capsys.readouterr().out
-    assert len(calls) == 1 and "Title" in calls[0]
-    assert "Title\n=====\nsome text on lines" in out and "Other\n=====" in out
-
-
 @pytest.mark.parametrize("key, status, said", [(EOFError, 0, "(end of input)"),
                                                (KeyboardInterrupt, 130, "(Ctrl-C)")])
 def test_ctrl_c_or_ctrl_d_at_a_pause_stops_with_one_line(monkeypatch, capsys, key, status, said):
@@ -104,7 +95,7 @@ def test_ctrl_c_or_ctrl_d_at_a_pause_stops_with_one_line(monkeypatch, capsys, ke
         raise key
     monkeypatch.setattr("builtins.input", pressed)
     with pytest.raises(SystemExit) as stop:
-        tutorial.section("Title", step=True)
+        tutorial.pause("\n[press Enter for: Title] ", "before 'Title'")
     assert stop.value.code == status
     assert capsys.readouterr().out == f"\nstopped before 'Title' {said}\n"
 
@@ -184,7 +175,7 @@ def test_ctrl_c_while_a_cell_runs_stops_with_one_line(tmp_path):
 
 
 def test_markdown_math_is_plain_text_in_every_tutorial(outputs):
-    for path in TUTORIALS[:6]:
+    for path in TUTORIALS:
         out = outputs[path.name].stdout
         assert "$" not in out and "\\" not in out, path.name
         headings = [tutorial.markdown_text(c.source.splitlines()[0][3:])
@@ -195,11 +186,43 @@ def test_markdown_math_is_plain_text_in_every_tutorial(outputs):
 
 
 def test_every_tutorial_states_the_question_first_with_its_link():
-    for path in TUTORIALS[:6]:
+    for path in TUTORIALS:
         first = tutorial.cells(path.read_text())[0]
         assert first.kind == "markdown", path.name
         assert "https://stackoverflow.com/questions/42182233" in first.source
         assert "$G = [0, -1]$" in first.source and "leaves out1 unchanged?" in first.source
+
+
+LISTED = """import torch_or_anything_not_installed
+
+
+def first(x):
+    \"\"\"Doc.\"\"\"
+
+    return x + 1   # kept as written
+
+
+@staticmethod
+class Second:
+    pass
+"""
+
+
+def test_listing_shows_functions_as_they_stand_in_their_file(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "fx.py"
+    path.write_text(LISTED)
+    shown = tutorial.listing(path, "first", "Second", label="PyTorch")     # the file is not imported
+    first = 'def first(x):\n    \"\"\"Doc.\"\"\"\n\n    return x + 1   # kept as written'
+    assert str(shown) == ("\n--- PyTorch: fx.py, first ---\n" + textwrap.indent(first, "    ") + "\n"
+                          "\n--- PyTorch: fx.py, Second ---\n    @staticmethod\n    class Second:\n        pass\n")
+    second = "@staticmethod\nclass Second:\n    pass"
+    assert shown._repr_markdown_() == (f"`PyTorch: fx.py, first`\n\n```python\n{first}\n```\n\n"
+                                       f"`PyTorch: fx.py, Second`\n\n```python\n{second}\n```")
+    monkeypatch.setattr(tutorial, "HEADLESS", True)                 # run as a script: printed
+    assert tutorial.listing(path, "first", label="PyTorch") is None
+    assert capsys.readouterr().out == "\n--- PyTorch: fx.py, first ---\n" + textwrap.indent(first, "    ") + "\n"
+    with pytest.raises(ValueError, match=r"^names: expected functions or classes of fx.py, got \['third'\]"):
+        tutorial.listing(path, "first", "third")
 
 
 def test_show_stages_prints_the_cli_lines(capsys):
@@ -306,3 +329,16 @@ def test_06_prints_the_table_the_penalty_limit_and_the_measured_guarantees(outpu
         limit = fixes.penalty_limit(net, X) / LR[name]
         assert f"stable while lam < {limit:.2f} at lr {LR[name]}" in out
     assert report.format_guarantees(guarantees) in out
+
+
+def test_07_without_frameworks_prints_mlp_refs_drift_and_its_slopes(outputs):
+    out = outputs["07_from_numpy_to_frameworks.py"].stdout
+    lrs = np.logspace(-5, -2, 7)
+    for name in ("seed", "visible"):
+        res = drift.one_step(name, rules=["naive", "project"], lrs=lrs)
+        for rule in ("naive", "project"):
+            values = res[rule]["drift_batch"]
+            slope = fits.loglog_slope(lrs, values, max_lr=1e-3)
+            assert (f"  {rule:8}" + "".join(f"{d:9.1e}" for d in values)
+                    + f"   fitted slope {slope:.3f}") in out
+    assert "[figure: mlp_ref.plots.frameworks_drift_vs_lr, drawn inline" in out

@@ -1,34 +1,39 @@
-"""Tutorial 07: from NumPy to frameworks - every fix in PyTorch and TensorFlow 2, run and checked.
+# %% [markdown]
+# # Tutorial 07: from NumPy to frameworks: every fix in PyTorch and TensorFlow 2, run and checked
+#
+# **The question** ([Stack Overflow 42182233](https://stackoverflow.com/questions/42182233)):
+# an MLP has two outputs, and the gradient of the loss with respect to the outputs is
+# $G = [0, -1]$: "raise out2, leave out1 alone". A gradient step raises out2, but out1 moves
+# too. How do we take a step that leaves out1 unchanged?
+#
+# The accepted answer is written in TensorFlow 1, and a student who outgrows a 26-parameter
+# NumPy network takes the fixes to PyTorch or TensorFlow 2. They live in `tutorials/frameworks/`
+# as functions to import and call, `torch_fixes.py` and `tf_fixes.py`, each in its framework's
+# own idiom, with the same names (`model_from`, `naive`, `freeze`, `masked`, `project`,
+# `restore`, `penalty`, `adam_projected`, ...). This tutorial shows their source, read from those
+# files (what you read is what runs), and runs them for each framework that is installed, from
+# the weights of mlp-ref's two setups, beside the NumPy reference.
+#
+# mlp-ref itself never imports a framework, and this tutorial runs without one: it then shows
+# the code and says what it did not run. To run everything: `pip install -e '.[frameworks]'`.
 
-A student who outgrows a 26-parameter NumPy network takes these fixes to PyTorch or TensorFlow.
-They live in tutorials/frameworks/ as functions to import and call: torch_fixes.py and
-tf_fixes.py, each in its framework's own idiom, with the same names (model_from, naive, freeze,
-masked, project, restore, penalty, adam_projected, ...). This tutorial prints their source, read
-from those files (what you read is what runs), and runs them for each framework that is
-installed, from the weights of mlp-ref's two setups, beside the NumPy reference.
-
-mlp-ref itself never imports a framework, and this tutorial runs without one: it then prints the
-code and says that it did not run it. To run everything: pip install -e '.[frameworks]'.
-
-    python tutorials/07_from_numpy_to_frameworks.py            run straight through
-    python tutorials/07_from_numpy_to_frameworks.py --step     pause before each section
-"""
 # %%
-import ast
 import importlib
 import os
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
 
 from mlp_ref import fixes, losses, optim, setups
-from mlp_ref.measurements import fits, rules, table
 from mlp_ref.data import probe_inputs
 from mlp_ref.jacobian import dense_rows, flatten
+from mlp_ref.measurements import rules, table
+from mlp_ref.measurements.drift import one_step_beside
 from mlp_ref.setups import G_QUESTION, SETUPS
-from mlp_ref.tutorial import section
+from mlp_ref.tutorial import figure, listing, run_headless
+
+run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 
 if "__file__" in globals():
     FOLDER = Path(__file__).resolve().parent / "frameworks"
@@ -59,26 +64,20 @@ def load(framework):
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] != needs:
             raise                                           # a real error, not a missing framework
-        print(f"\n{framework}: NOT RUN here, {needs} is not installed; its code is printed below "
-              f"(pip install -e '.[frameworks]' to run it).")
+        print(f"{framework}: NOT RUN here, {needs} is not installed; its code is shown all the "
+              f"same (pip install -e '.[frameworks]' to run it).")
         return None
 
 
-def show_source(framework, *names):
-    """Print the source of functions or classes of the framework's file, as they stand in it."""
-    path = FOLDER / f"{FRAMEWORKS[framework][0]}.py"
-    text = path.read_text()
-    nodes = {node.name: node for node in ast.parse(text).body
-             if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
-    for name in names:
-        print(f"\n--- {framework}: {path.name}, {name} ---")
-        print(textwrap.indent(ast.get_source_segment(text, nodes[name]), "    "))
+def source(framework, *names):
+    """The source of functions or classes of the framework's file, as they stand in it."""
+    return listing(FOLDER / f"{FRAMEWORKS[framework][0]}.py", *names, label=framework)
 
 
 def note(framework, quantity, setup, value, fmt=".1e"):
     """Keep a measured number under (framework, quantity, setup) and print it."""
     MEASURED[(framework, quantity, setup)] = value
-    print(f"  {framework:12} {setup:8} {quantity:44} {value:{fmt}}")
+    print(f"  {framework:12} {setup:8} {quantity:48} {value:{fmt}}")
 
 
 def rel_error(a, b):
@@ -90,39 +89,72 @@ def drift(fx, model, X, out1):
     return float(np.max(np.abs(fx.outputs(model, X)[:, 0] - out1)))
 
 
-# %%
-section("0. Two files, one set of functions", """
-    tutorials/frameworks/torch_fixes.py and tf_fixes.py define the same functions with the same
-    meaning. A rule takes a model, a batch X and the output gradient G (here the question's
-    G = [0, -1]) and returns a direction D shaped like the parameters (a dict in PyTorch, a list
-    in TensorFlow, like p.grad and tape.gradient); step(model, D, lr) applies theta <- theta -
-    lr * D. In float64, from the same weights, every direction is compared below with
-    mlp_ref.fixes: the claim is a relative difference of at most 1e-12.""")
-MODULES = {name: load(name) for name in FRAMEWORKS}
-RUN = {name: fx for name, fx in MODULES.items() if fx is not None}
+def out1_after(fx):
+    """out1 on the batch after one step of a rule at each lr, each from net's weights, in fx's
+    framework: what ``drift.one_step_beside`` measures beside mlp_ref's own step."""
+    def run(rule, net, X, G, lrs):
+        D = getattr(fx, rule)(fx.model_from(net), X, G)
+        rows = []
+        for lr in lrs:
+            model = fx.model_from(net)
+            fx.step(model, D, lr)
+            rows.append(fx.outputs(model, X)[:, 0])
+        return rows
+    return run
+
+
+# %% [markdown]
+# ## 0. Two files, one set of functions
+#
+# `torch_fixes.py` and `tf_fixes.py` define the same functions with the same meaning. A rule
+# takes a model, a batch $X$ and the output gradient $G$ (here the question's $G = [0, -1]$) and
+# returns a direction $D$ shaped like the parameters (a dict in PyTorch, a list in TensorFlow,
+# like `p.grad` and `tape.gradient`); `step(model, D, lr)` applies
+# $\theta \leftarrow \theta - \eta D$. In float64, from the same weights, every direction is
+# compared below with `mlp_ref.fixes`: the claim is a relative difference
+# $\max|D - D_{\mathrm{ref}}| / \max|D_{\mathrm{ref}}|$ of at most 1e-12.
 
 # %%
-section("1. The model: the same weights, the same outputs", """
-    model_from(net) builds the framework's model from an mlp_ref.MLP's weights. mlp-ref and the
-    answer's TensorFlow code write z = a @ W + b, rows as samples; torch.nn.Linear stores
-    weight = W.T. The outputs agree with net(X) to round-off.""")
-show_source("PyTorch", "model_from")
-show_source("TensorFlow 2", "as_dtype", "MLP", "model_from")
+MODULES = {name: load(name) for name in FRAMEWORKS}
+RUN = {name: fx for name, fx in MODULES.items() if fx is not None}
+print(f"frameworks run here: {', '.join(RUN) or 'none'};  their code is read from {FOLDER.name}/")
+
+# %% [markdown]
+# ## 1. The model: the same weights, the same outputs
+#
+# `model_from(net)` builds the framework's model from an `mlp_ref.MLP`'s weights. mlp-ref and
+# the answer's TensorFlow code write $z_l = a_{l-1} W_l + b_l$, rows as samples;
+# `torch.nn.Linear` stores `weight` $= W^\top$. The outputs agree with `net(X)` to round-off.
+
+# %%
+source("PyTorch", "model_from")
+
+# %%
+source("TensorFlow 2", "as_dtype", "MLP", "model_from")
+
+# %%
 for name, fx in RUN.items():
     for setup, (net, X, _) in SETUP.items():
         note(name, "max |model(X) - net(X)| / max |net(X)|", setup,
              rel_error({"o": fx.outputs(fx.model_from(net), X)}, {"o": net(X)}))
 
+# %% [markdown]
+# ## 2. The plain gradient, and freezing: the answer's var_list
+#
+# `naive` is the vector-Jacobian product $g = \sum_i J_i^\top G_i$ (`out.backward(G)`,
+# `tape.gradient` with `output_gradients=G`). `freeze` trains only the output layer, the
+# answer's `var_list = [W2, b2]`: `requires_grad_(False)` in PyTorch, a shorter variable list in
+# TensorFlow. With $G = [0, -1]$ out1's own output weights get a zero gradient, so out1 does not
+# move at all: after a step of `freeze`, $\max|\Delta \mathrm{out}_1|$ is exactly 0.0 on the
+# batch and on 256 unseen inputs, in float64 and in float32.
+
 # %%
-section("2. The plain gradient, and freezing: the answer's var_list", """
-    naive is the vector-Jacobian product G . d out / d theta (out.backward(G), tape.gradient
-    with output_gradients=G). freeze trains only the output layer, the answer's var_list =
-    [W2, b2]: requires_grad_(False) in PyTorch, a shorter variable list in TensorFlow. With
-    G = [0, -1] out1's own output weights get a zero gradient, so out1 does not move at all:
-    after a step of freeze, max |change of out1| is exactly 0.0 on the batch and on 256 unseen
-    inputs, in float64 and in float32.""")
-show_source("PyTorch", "naive", "output_layer", "freeze")
-show_source("TensorFlow 2", "naive", "freeze")
+source("PyTorch", "naive", "output_layer", "freeze")
+
+# %%
+source("TensorFlow 2", "naive", "freeze")
+
+# %%
 probes = probe_inputs()
 for name, fx in RUN.items():
     for setup, (net, X, _) in SETUP.items():
@@ -136,23 +168,32 @@ for name, fx in RUN.items():
         model = fx.model_from(net, dtype)
         before = {"batch": fx.outputs(model, X)[:, 0], "unseen": fx.outputs(model, probes)[:, 0]}
         fx.step(model, fx.freeze(model, X, G_QUESTION), LR["visible"])
-        note(name, f"freeze {dtype}: |change of out1|, batch", "visible", drift(fx, model, X, before["batch"]))
+        note(name, f"freeze {dtype}: |change of out1|, batch", "visible",
+             drift(fx, model, X, before["batch"]))
         note(name, f"freeze {dtype}: |change of out1|, 256 unseen", "visible",
              drift(fx, model, probes, before["unseen"]))
 
+# %% [markdown]
+# ## 3. The answer's mask
+#
+# `masked(model, X, Y, mask)` differentiates the answer's `loss2`,
+# $\mathrm{mean}\big((m \odot O - Y)^2\big)$, as `mlp_ref.losses.masked_mse` does. The answer
+# masks the output and not the target, so the hidden column still adds $y_1^2$ to the value;
+# $\mathrm{mean}\big((m \odot (O - Y))^2\big)$ masks both. For a 0/1 mask the two have the same
+# gradient ($m^2 = m$), and their values differ by exactly
+# $\mathrm{mean}\big((1 - m) \odot Y^2\big)$, a constant. Which one a framework snippet writes
+# changes the number printed as the loss, never the step. (And with $G = [0, -1]$ the mask changes nothing at all: out1's column
+# of $G$ is already 0; see tutorial 03.)
+
 # %%
-section("3. The answer's mask", """
-    masked(model, X, Y, mask) differentiates the answer's loss2, mean((mask * out - y)^2), as
-    mlp_ref.losses.masked_mse does. The answer masks the output and not the target, so the
-    hidden column still adds y1^2 to the value; mean((mask * (out - y))^2) masks both. For a 0/1
-    mask the two have the same gradient (mask^2 = mask), and their values differ by exactly
-    mean((1 - mask) * y^2), a constant. Which one a framework snippet writes changes the number
-    printed as the loss, never the step. (And with G = [0, -1] the mask changes nothing at all:
-    out1's column of G is already 0; see tutorial 03.)""")
-show_source("PyTorch", "masked_loss", "masked")
-show_source("TensorFlow 2", "masked_loss", "masked")
+source("PyTorch", "masked_loss", "masked")
+
+# %%
+source("TensorFlow 2", "masked_loss", "masked")
+
+# %%
 net, X, Y = SETUP["seed"]
-print(f"\n  seed setup: the answer's loss2 = {losses.masked_mse(net(X), Y, MASK)[0]:.4f};  "
+print(f"seed setup: the answer's loss2 = {losses.masked_mse(net(X), Y, MASK)[0]:.4f};  "
       f"masking the target too: {np.mean((MASK * (net(X) - Y)) ** 2):.4f};  "
       f"mean((1 - mask) y^2) = {np.mean((1 - MASK) * Y ** 2):.4f}")
 for name, fx in RUN.items():
@@ -164,42 +205,83 @@ for name, fx in RUN.items():
         note(name, "gradient: relative difference from mlp_ref", setup,
              rel_error(fx.as_mlp_ref(model, D), fixes.masked(net, X, losses.mse(net(X), Y)[1], MASK)))
 
+# %% [markdown]
+# ## 4. Null-space projection: J1 D = 0
+#
+# `project` removes from $g$ its part along the rows of $J_1$, the $n \times P$ Jacobian of out1
+# over the batch:
+#
+# $$D = g - J_1^\top \alpha, \qquad \alpha = \mathrm{argmin}_\alpha \lVert J_1^\top \alpha - g \rVert,$$
+#
+# so that $J_1 D = 0$ and out1 drifts $O(\eta^2)$ on the batch. Two precision choices are made
+# here and said in the code: $J_1$ is computed in float64 whatever the model's dtype, and the
+# solve is a least-squares one on $J_1$ itself (an SVD in PyTorch, a complete orthogonal
+# decomposition in TensorFlow), never `pinv(J1 @ J1.T)`, whose condition number is the square of
+# $J_1$'s (2e11 on the seed network). The solve is done twice (iterative refinement, as
+# `mlp_ref.fixes` does). Measured: the direction equals mlp_ref's to 1e-12.
+
 # %%
-section("4. Null-space projection: J1 D = 0", """
-    project removes from g its part along the rows of J1, the (n, P) Jacobian of out1 over the
-    batch: D = g - J1^T alpha with alpha the least-squares solution of J1^T alpha = g, so that
-    J1 D = 0 and out1 drifts O(lr^2) on the batch. Two precision choices are made here and said
-    in the code: J1 is computed in float64 whatever the model's dtype, and the solve is a
-    least-squares one on J1 itself (an SVD in PyTorch, a complete orthogonal decomposition in
-    TensorFlow), never pinv(J1 @ J1.T), whose condition number is the square of J1's (2e11 on
-    the seed network). The solve is done twice (iterative refinement, as mlp_ref.fixes does).
-    Measured: the direction equals mlp_ref's to 1e-12, and the fitted log-log slope of out1's
-    drift against lr is 2.00 +- 0.05 on both setups.""")
-show_source("PyTorch", "jacobian", "remove_rows", "project")
-show_source("TensorFlow 2", "jacobian", "remove_rows", "project")
+source("PyTorch", "jacobian", "remove_rows", "project")
+
+# %%
+source("TensorFlow 2", "jacobian", "remove_rows", "project")
+
+# %%
 for name, fx in RUN.items():
     for setup, (net, X, _) in SETUP.items():
         model = fx.model_from(net)
-        D = fx.project(model, X, G_QUESTION)
         note(name, "project: relative difference from mlp_ref", setup,
-             rel_error(fx.as_mlp_ref(model, D), fixes.project(net, X, G_QUESTION)))
-        drifts = []
-        for lr in table.GUARANTEE_LRS:
-            stepped = fx.model_from(net)
-            fx.step(stepped, D, lr)
-            drifts.append(drift(fx, stepped, X, net(X)[:, 0]))
-        note(name, "fitted slope of the drift, lr <= 1e-3", setup,
-             fits.loglog_slope(table.GUARANTEE_LRS, drifts, max_lr=1e-3), ".3f")
+             rel_error(fx.as_mlp_ref(model, fx.project(model, X, G_QUESTION)),
+                       fixes.project(net, X, G_QUESTION)))
+
+# %% [markdown]
+# A direction that equals mlp_ref's should move out1 as mlp_ref's does. One step of `naive` and
+# one of `project` at each $\eta$ from 1e-5 to 1e-2, taken in each framework from the same
+# weights (`measurements.drift.one_step_beside`), and out1's drift on the batch drawn over mlp_ref's curves:
+# every point lands on mlp_ref's, within 1e-3 relative at every $\eta$. (The largest differences
+# are at the smallest drift, about 1e-13 after a projected step of 1e-5 on the seed network:
+# a difference of two values of out1 near 0.05, each known to a few units of its last digit.)
+# The fitted log-log slopes over $\eta \le$ 1e-3 are 1.00 for naive and 2.00 for project, in
+# NumPy, PyTorch and TensorFlow, on both setups: $O(\eta)$ against $O(\eta^2)$.
 
 # %%
-section("5. Restoring steps: back onto the constraint", """
-    Projection holds out1 to first order; restore takes Gauss-Newton steps back to out1_ref,
-    each the smallest delta with J1 delta = out1 - out1_ref (a least-squares solve on J1, J1
-    recomputed each time). out1_ref must be taken BEFORE the step: taken after, the residual is
-    zero and nothing is restored. After one projected step at the question's lr, the residual
-    falls to 1e-12 of max |out1_ref| or below in float64, within a few iterations.""")
-show_source("PyTorch", "restore")
-show_source("TensorFlow 2", "restore")
+beside = {setup: one_step_beside({name: out1_after(fx) for name, fx in RUN.items()},
+                                 setup, table.GUARANTEE_LRS)
+          for setup in SETUP}
+for setup, res in beside.items():
+    print(f"{setup}: mlp_ref's max |change of out1| on the batch after one step")
+    print(f"  {'lr':8}" + "".join(f"{lr:9.0e}" for lr in res["lrs"]))
+    for rule in res["rules"]:
+        print(f"  {rule:8}" + "".join(f"{d:9.1e}" for d in res["drift"]["mlp_ref"][rule])
+              + f"   fitted slope {res['slopes']['mlp_ref'][rule]:.3f}")
+for name in RUN:
+    for setup, res in beside.items():
+        for rule in res["rules"]:
+            note(name, f"{rule}: fitted slope of the drift, lr <= 1e-3", setup,
+                 res["slopes"][name][rule], ".3f")
+            note(name, f"{rule}: drift, relative difference from mlp_ref", setup,
+                 res["rel_error"][name][rule])
+figure("frameworks_drift_vs_lr", list(beside.values()),
+       missing=[name for name in FRAMEWORKS if name not in RUN])
+
+# %% [markdown]
+# ## 5. Restoring steps: back onto the constraint
+#
+# Projection holds out1 to first order; `restore` takes Gauss-Newton steps back to
+# $\mathrm{out}_1^{\mathrm{ref}}$, each the smallest $\delta$ with
+# $J_1 \delta = \mathrm{out}_1 - \mathrm{out}_1^{\mathrm{ref}}$ (a least-squares solve on $J_1$,
+# $J_1$ recomputed each time). $\mathrm{out}_1^{\mathrm{ref}}$ must be taken *before* the step:
+# taken after, the residual is zero and nothing is restored. After one projected step at the
+# question's $\eta$, the residual falls to 1e-12 of $\max|\mathrm{out}_1^{\mathrm{ref}}|$ or
+# below in float64, within a few iterations.
+
+# %%
+source("PyTorch", "restore")
+
+# %%
+source("TensorFlow 2", "restore")
+
+# %%
 for name, fx in RUN.items():
     for setup, (net, X, _) in SETUP.items():
         model = fx.model_from(net)
@@ -212,17 +294,21 @@ for name, fx in RUN.items():
              history[-1] / np.max(np.abs(out1_ref)))
         note(name, "restore float64: iterations", setup, len(history) - 1, "d")
 
+# %% [markdown]
+# ## 6. float32, the frameworks' default: the precision choices, measured
+#
+# On the seed network (float32 weights, the question's $\eta$) the projection leaves
+# $\lVert J_1 D \rVert$ at most 1e-5 of $\lVert J_1 g \rVert$ ($J_1$ here is the exact Jacobian
+# of the float32 weights, $D$ rounded to float32), and `restore` reaches float32 round-off, 1e-6
+# of $\max|\mathrm{out}_1^{\mathrm{ref}}|$, within 10 iterations. Done the float32 way, $J_1$
+# from the float32 model and `pinv(J1 @ J1.T)` in float32, the same ratio is above 1e-4: $J_1$'s
+# own rounding, about 1e-7 of its size, is large against the tiny cross-talk $J_1 g$, and the
+# Gram matrix squares the conditioning.
+
 # %%
-section("6. float32, the frameworks' default: the precision choices, measured", """
-    On the seed network (float32 weights, the question's lr) the projection leaves |J1 D| at most
-    1e-5 of |J1 g| (J1 here is the exact Jacobian of the float32 weights, D rounded to float32),
-    and restore reaches float32 round-off, 1e-6 of max |out1_ref|, within 10 iterations. Done
-    the float32 way - J1 from the float32 model and pinv(J1 @ J1.T) in float32 -  the same ratio
-    is above 1e-4: J1's own rounding, about 1e-7 of its size, is large against the tiny
-    cross-talk J1 g, and the Gram squares the conditioning.""")
-show_source("PyTorch", "project_with_pinv")
+source("PyTorch", "project_with_pinv")
 
-
+# %%
 def ratio_J1(fx, model, X, D):
     J1 = np.asarray(fx.jacobian(model, X))
     g = np.asarray(fx.flat(fx.naive(model, X, G_QUESTION)), dtype=np.float64)
@@ -233,44 +319,56 @@ def ratio_J1(fx, model, X, D):
 net, X, _ = SETUP["seed"]
 for name, fx in RUN.items():
     model = fx.model_from(net, "float32")
-    note(name, "float32 project: |J1 D| / |J1 g|", "seed", ratio_J1(fx, model, X, fx.project(model, X, G_QUESTION)))
+    note(name, "float32 project: |J1 D| / |J1 g|", "seed",
+         ratio_J1(fx, model, X, fx.project(model, X, G_QUESTION)))
     if hasattr(fx, "project_with_pinv"):
         note(name, "float32 with pinv: |J1 D| / |J1 g|", "seed",
              ratio_J1(fx, model, X, fx.project_with_pinv(model, X, G_QUESTION)))
     out1_ref = fx.outputs(model, X)[:, 0]
     fx.step(model, fx.project(model, X, G_QUESTION), LR["seed"])
     history = fx.restore(model, X, out1_ref, max_iter=10)
-    note(name, "restore float32: final residual / max |ref|", "seed", history[-1] / np.max(np.abs(out1_ref)))
+    note(name, "restore float32: final residual / max |ref|", "seed",
+         history[-1] / np.max(np.abs(out1_ref)))
     note(name, "restore float32: iterations", "seed", len(history) - 1, "d")
 
+# %% [markdown]
+# ## 7. Penalty: a restoring force, with a stability limit
+#
+# `penalty` adds $\frac{\lambda}{2}\lVert \mathrm{out}_1 - \mathrm{out}_1^{\mathrm{ref}}\rVert^2$
+# to the loss; its direction equals mlp_ref's to 1e-12 (measured here after one naive step,
+# where the term is not zero). Gradient descent on that term alone multiplies out1's residual by
+# $(1 - \eta \lambda J_1 J_1^\top)$, so it diverges once
+# $\eta \lambda \lambda_{max}(J_1 J_1^\top) > 2$: `largest_stable_lam` gives
+# $2 / (\eta \lambda_{max})$, as `mlp_ref.fixes.penalty_limit(net, X) / lr` does. On the
+# visible setup at $\eta = 0.01$, $\lambda_{max}$ is about 166, so $\lambda$ must stay below
+# about 1.2. The $\lambda = 10$ of earlier versions of this tutorial diverges:
+# $|\Delta \mathrm{out}_1|$ passes 1e3 within 10 steps. $\lambda = 0.5$ (what mlp-ref's table
+# uses) holds, and after 50 steps out1 has drifted less than half as far as under the naive
+# rule, but not zero.
+
 # %%
-section("7. Penalty: a restoring force, with a stability limit", """
-    penalty adds lam/2 |out1 - out1_ref|^2 to the loss; its direction equals mlp_ref's to
-    1e-12 (measured here after one naive step, where the term is not zero). Gradient descent on
-    that term alone multiplies out1's residual by (1 - lr lam J1 J1^T), so it diverges once
-    lr * lam * lambda_max(J1 J1^T) > 2: largest_stable_lam gives 2 / (lr lambda_max), as
-    mlp_ref.fixes.penalty_limit(net, X) / lr does. On the
-    visible setup at lr = 0.01 lambda_max is about 166, so lam must stay below about 1.2. The
-    lam = 10 of earlier versions of this tutorial diverges: |change of out1| passes 1e3 within
-    10 steps. lam = 0.5 (what mlp-ref's table uses) holds, and after 50 steps out1 has drifted
-    less than half as far as under the naive rule - but not zero.""")
-show_source("PyTorch", "penalty", "largest_stable_lam")
-show_source("TensorFlow 2", "penalty", "largest_stable_lam")
+source("PyTorch", "penalty", "largest_stable_lam")
+
+# %%
+source("TensorFlow 2", "penalty", "largest_stable_lam")
+
+# %%
 lam = rules.PENALTY_LAM
 net, X, _ = SETUP["visible"]
 out1_ref = net(X)[:, 0]
 moved = net.copy().step(fixes.naive(net, X, G_QUESTION), LR["visible"])
 J1 = dense_rows(net, X)
-print(f"\n  visible setup: lambda_max(J1 J1^T) = {np.linalg.eigvalsh(J1 @ J1.T)[-1]:.1f}")
+print(f"visible setup: lambda_max(J1 J1^T) = {np.linalg.eigvalsh(J1 @ J1.T)[-1]:.1f}")
 naive = net.copy()
 for _ in range(50):
     naive.step(fixes.naive(naive, X, G_QUESTION), LR["visible"])
-print(f"  naive rule, 50 steps: max |change of out1| = {np.max(np.abs(naive(X)[:, 0] - out1_ref)):.3f}")
+print(f"naive rule, 50 steps: max |change of out1| = {np.max(np.abs(naive(X)[:, 0] - out1_ref)):.3f}")
 for name, fx in RUN.items():
     model = fx.model_from(moved)
     D = fx.penalty(model, X, G_QUESTION, out1_ref, lam=lam)
     note(name, "penalty: relative difference from mlp_ref", "visible",
-         rel_error(fx.as_mlp_ref(model, D), fixes.penalty(moved, X, G_QUESTION, keep=[0], ref=out1_ref, lam=lam)))
+         rel_error(fx.as_mlp_ref(model, D),
+                   fixes.penalty(moved, X, G_QUESTION, keep=[0], ref=out1_ref, lam=lam)))
     note(name, "largest stable lam at lr 0.01", "visible",
          fx.largest_stable_lam(fx.model_from(net), X, LR["visible"]), ".3f")
     for lam_, steps in ((10.0, 10), (lam, 50)):
@@ -280,23 +378,31 @@ for name, fx in RUN.items():
         note(name, f"lam = {lam_}: |change of out1| after {steps} steps", "visible",
              drift(fx, model, X, out1_ref), ".3g")
 
+# %% [markdown]
+# ## 8. Adam: project the update, with a fresh J1
+#
+# Adam rescales each coordinate, so a projected gradient comes out of it no longer in $J_1$'s
+# null space. `adam_projected` lets the optimizer step, takes its update $U$ and projects $U$
+# with $J_1$ computed at the weights *before* this step (a $J_1$ kept from an earlier step no
+# longer describes out1). Keras needs two more choices, said in `tf_fixes.adam`: its
+# Python-float hyperparameters would be float32 constants even for a float64 model, and it adds
+# $\epsilon$ to `sqrt(v)`, not to the bias-corrected `sqrt(v_hat)` as PyTorch and mlp-ref do;
+# with $\epsilon$ = 1e-30 below, where it goes does not matter. Over three steps the update
+# equals `mlp_ref.optim.Adam(constraint=nullspace, order="update")`'s to 1e-12 on the visible
+# setup. Not on the seed network: with $\mathrm{cond}(J_1) \approx$ 5e5, $J_1$'s row space itself
+# is fixed only to $\epsilon_{mach} \cdot \mathrm{cond}(J_1)$, about 1e-10, and two correct
+# float64 projections differ by a small multiple of that; the bound checked is
+# $n \cdot \epsilon_{mach} \cdot \mathrm{cond}(J_1)$, one for each of the $n = 8$ rows.
+
 # %%
-section("8. Adam: project the update, with a fresh J1", """
-    Adam rescales each coordinate, so a projected gradient comes out of it no longer in J1's
-    null space. adam_projected lets the optimizer step, takes its update U and projects U with
-    J1 computed at the weights BEFORE this step (a J1 kept from an earlier step no longer
-    describes out1). Keras needs two more choices, said in tf_fixes.adam: its Python-float
-    hyperparameters would be float32 constants even for a float64 model, and it adds eps to
-    sqrt(v), not to the bias-corrected sqrt(v_hat) as PyTorch and mlp-ref do; with eps = 1e-30
-    below, where it goes does not matter. Over three steps the update equals
-    mlp_ref.optim.Adam(constraint=nullspace, order="update")'s to 1e-12 on the visible setup.
-    Not on the seed network: with cond(J1) ~ 5e5, J1's row space itself is fixed only to
-    eps * cond(J1), about 1e-10, and two correct float64 projections differ by a small multiple
-    of that; the bound checked is n * eps * cond(J1), one for each of the n = 8 rows.""")
-show_source("PyTorch", "adam", "adam_projected")
-show_source("TensorFlow 2", "adam", "adam_projected")
+source("PyTorch", "adam", "adam_projected")
+
+# %%
+source("TensorFlow 2", "adam", "adam_projected")
+
+# %%
 for setup, (net, X, _) in SETUP.items():
-    print(f"  {setup}: eps * cond(J1) = {np.finfo(float).eps * np.linalg.cond(dense_rows(net, X)):.1e}")
+    print(f"{setup}: eps * cond(J1) = {np.finfo(float).eps * np.linalg.cond(dense_rows(net, X)):.1e}")
 for name, fx in RUN.items():
     for setup, (net, X, _) in SETUP.items():
         model = fx.model_from(net)
@@ -311,14 +417,19 @@ for name, fx in RUN.items():
             worst = max(worst, rel_error(fx.as_mlp_ref(model, U), expected))
         note(name, "Adam, 3 steps: worst relative difference", setup, worst)
 
+# %% [markdown]
+# ## 9. A PyTorch trap: detach() is not a copy
+#
+# `{k: p.detach() for k, p in model.named_parameters()}` looks like a snapshot of the weights,
+# but `detach()` only cuts the tensor from the autograd graph: it shares `p`'s storage, so after
+# an in-place step (`p -= lr * d`, `opt.step()`) it holds the *new* values, and "before - after"
+# is zero. `snapshot()` clones. (In TensorFlow, `tf.identity(v)` reads a copy; the Variable
+# itself follows its updates.)
+
 # %%
-section("9. A PyTorch trap: detach() is not a copy", """
-    {k: p.detach() for k, p in model.named_parameters()} looks like a snapshot of the weights,
-    but detach() only cuts the tensor from the autograd graph: it shares p's storage, so after an
-    in-place step (p -= lr * d, opt.step()) it holds the NEW values, and "before - after" is
-    zero. snapshot() clones. (In TensorFlow, tf.identity(v) reads a copy; the Variable itself
-    follows its updates.)""")
-show_source("PyTorch", "snapshot")
+source("PyTorch", "snapshot")
+
+# %%
 if "PyTorch" in RUN:
     fx = RUN["PyTorch"]
     net, X, _ = SETUP["seed"]
@@ -326,17 +437,26 @@ if "PyTorch" in RUN:
     detached, cloned = {k: p.detach() for k, p in model.named_parameters()}, fx.snapshot(model)
     fx.step(model, fx.naive(model, X, G_QUESTION), LR["seed"])
     now = fx.snapshot(model)
-    print(f"  after the step: detach() holds the new weights: "
+    print(f"after the step: detach() holds the new weights: "
           f"{all(np.array_equal(detached[k].numpy(), now[k].numpy()) for k in now)};  "
           f"snapshot() holds the old ones: "
           f"{not any(np.array_equal(cloned[k].numpy(), now[k].numpy()) for k in now)}")
+else:
+    print("PyTorch: NOT RUN here (not installed); the trap is shown above in snapshot's docstring.")
+
+# %% [markdown]
+# ## What to remember
+#
+# In a framework as in NumPy: freezing (`var_list`, `requires_grad`) holds out1 exactly, on
+# every input; a mask alone does not when $G$'s first column is already 0; projection holds it to
+# first order on the batch if $J_1$ and the solve are done in float64 with a least-squares
+# solve, and restoring steps to round-off if the reference was taken before the step; with Adam,
+# project the update with a fresh $J_1$; a penalty only pulls, and diverges above
+# $\lambda = 2 / (\eta \lambda_{max})$. Copy weights with `clone()`, not `detach()`; hand
+# TensorFlow float64 tensors, not Python floats.
+#
+# Exercise: port one solution of `tutorials/exercises/solutions/` to PyTorch or TensorFlow, and
+# check it against `mlp_ref` as this tutorial does.
 
 # %%
-section("What to remember", f"""
-    Ran here: {', '.join(RUN) or 'nothing (no framework installed)'}. In a framework as in NumPy:
-    freezing (var_list, requires_grad) holds out1 exactly, on every input; a mask alone does not
-    when G's first column is already 0; projection holds it to first order on the batch if J1
-    and the solve are done in float64 with a least-squares solve, and restoring steps to
-    round-off if the reference was taken before the step; with Adam, project the update with a
-    fresh J1; a penalty only pulls, and diverges above 2 / (lr lambda_max). Copy weights with
-    clone(), not detach(); hand TensorFlow float64 tensors, not Python floats.""")
+print(f"Ran here: {', '.join(RUN) or 'nothing (no framework installed)'}.")

@@ -6,8 +6,8 @@ matplotlib here). One module per topic, each beside the tutorial and the figures
                    by layer, the first-order prediction, what one step moves     (tutorials 01-02)
     answer_replay  the accepted answer's TensorFlow script, replayed             (tutorial 03)
     splitting      freeze, separate heads, two towers: what out2 can still learn (tutorial 04)
-    drift          out1's drift under each rule: one step over lrs, many steps, a slice of
-                   input space                                                   (tutorials 05-06)
+    drift          out1's drift under each rule: one step over lrs (and the same step taken
+                   by a framework, beside it), many steps, a slice of input space (tutorials 05-07)
     projection     projection in a two-parameter picture                         (tutorial 05)
     optimizers     Adam and projection, in either order                          (tutorial 06)
     table          every fix side by side, and the guarantees measured           (tutorial 06)

@@ -1,5 +1,5 @@
-"""out1's drift and out2's gain under each rule: one step over a range of lrs, many steps, and
-a slice of input space.
+"""out1's drift and out2's gain under each rule: one step over a range of lrs (also taken by
+other code, a framework, beside the reference), many steps, and a slice of input space.
 
 Every run starts from a setup (``setups.SETUPS``: the seed's network, or the visible one),
 takes steps with one rule after another (``rules``), and reports how far out1 drifted (max
@@ -60,6 +60,40 @@ def orders(result, max_lr=1e-3):
     return {rule: {where: fits.drift_order(result["lrs"], result[rule][f"drift_{where}"], max_lr)
                    for where in ("batch", "unseen")}
             for rule in result["rules"]}
+
+
+def one_step_beside(others, setup, lrs, rules=("naive", "project"), G=G_QUESTION, slope_max_lr=1e-3):
+    """``one_step``'s drift on the batch, measured again on steps that other code takes (a
+    framework's fixes, say), from the same weights: each beside the reference's.
+
+    others : {label: out1_after}, ``out1_after(rule, net, X, G, lrs)`` -> array (m, n): out1 on
+             X after ONE step of the rule named ``rule`` from ``net``'s weights, one row per lr
+             (each from the start). The code behind it is the caller's: mlp_ref imports none.
+    lrs : (m,) step sizes (tutorial 07: ``table.GUARANTEE_LRS``, 1e-5 to 1e-2)
+    rules : names of rules that drift (an exact 0 has no slope), known to the reference
+            (``rules.RULES``) and to the others
+
+    Returns a dict with ``lrs``, ``setup``, ``rules``, ``slope_max_lr``, ``who`` (["mlp_ref",
+    *others]), and per who: ``drift`` {rule: max |delta out1| on the batch (m,)}, ``slopes``
+    {rule: the fitted log-log slope over lr <= slope_max_lr} and, for the others,
+    ``rel_error`` {rule: max over lrs of |drift - mlp_ref's| / mlp_ref's}.
+    """
+    lrs = np.asarray(lrs, dtype=float)
+    rules = list(rules)
+    ref = one_step(setup, rules=rules, lrs=lrs, G=G)
+    net, X, _ = SETUPS[setup]()
+    out1 = net(X)[:, OUT1]
+    drifts = {"mlp_ref": {rule: ref[rule]["drift_batch"] for rule in rules}}
+    for label, out1_after in others.items():
+        drifts[label] = {rule: np.max(np.abs(np.asarray(out1_after(rule, net.copy(), X, G, lrs))
+                                             - out1), axis=1) for rule in rules}
+    mine = drifts["mlp_ref"]
+    return {"lrs": lrs, "setup": setup, "rules": rules, "slope_max_lr": slope_max_lr,
+            "who": list(drifts), "drift": drifts,
+            "slopes": {who: {rule: fits.loglog_slope(lrs, d[rule], slope_max_lr) for rule in rules}
+                       for who, d in drifts.items()},
+            "rel_error": {who: {rule: float(np.max(np.abs(d[rule] - mine[rule]) / mine[rule]))
+                                for rule in rules} for who, d in drifts.items() if who != "mlp_ref"}}
 
 
 def trajectories(setup="visible", rules=None, steps=200, lr=None, G=G_QUESTION, n_probe=N_PROBE):

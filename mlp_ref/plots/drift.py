@@ -1,6 +1,7 @@
-"""The drift figures: out1's drift against the step size (drift_vs_lr.png), over many steps
-(trajectories.png), the trade-off of drift against out2's gain (pareto.png), and over a slice
-of input space (heldout_drift.png). Each draws a result of ``mlp_ref.measurements.drift``.
+"""The drift figures: out1's drift against the step size (drift_vs_lr.png; and the same step
+in a framework, beside the reference, in tutorial 07), over many steps (trajectories.png), the
+trade-off of drift against out2's gain (pareto.png), and over a slice of input space
+(heldout_drift.png). Each draws a result of ``mlp_ref.measurements.drift``.
 """
 from __future__ import annotations
 
@@ -75,6 +76,65 @@ def drift_vs_lr(results, axes=None):
     fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=11)
     fig.suptitle("One step with G = [0, \u22121]: naive and mask move out1 O(lr), projection "
                  "O(lr\u00b2);\nfreezing holds it exactly (0.0), span and restore to round-off")
+    return fig
+
+
+#: How another implementation's points are drawn over the reference's curves in
+#: ``frameworks_drift_vs_lr``: large and hollow, so the reference's line shows through them.
+_OTHER_MARKERS = [{"marker": "s", "ms": 13, "mfc": "none", "mew": 1.6},
+                  {"marker": "P", "ms": 9, "mew": 0.6, "mec": "white"}]
+
+
+@styled
+def frameworks_drift_vs_lr(results, missing=(), axes=None):
+    """out1's drift after one step, against lr: the reference's curves, and on them the points
+    of the same step taken by other code (tutorial 07: PyTorch and TensorFlow 2).
+
+    ``results`` is a list of ``drift.one_step_beside(...)``, one panel each: mlp_ref's drift per
+    rule as a line, each other implementation's as large hollow markers over it, guide lines
+    proportional to lr and lr^2, and every fitted slope written in the panel. ``missing``:
+    names of implementations that were not run (not installed), said under the panels.
+    ``axes``: one per result.
+    """
+    def make():
+        fig = new_figure(13.0, 6.4)
+        return fig, fig.subplots(1, len(results), sharey=True)
+    fig, axes = take_axes(axes, len(results), make)
+    for ax, res in zip(axes, results):
+        lrs, others = res["lrs"], res["who"][1:]
+        small = lrs <= res["slope_max_lr"]
+        for rule in res["rules"]:
+            ax.loglog(lrs, res["drift"]["mlp_ref"][rule], color=PALETTE[rule],
+                      marker=MARKERS[rule], ms=5, label=f"{fix_label(rule)}: mlp_ref (NumPy)")
+            for who, style in zip(others, _OTHER_MARKERS):
+                ax.loglog(lrs, res["drift"][who][rule], ls="none", color=PALETTE[rule],
+                          label=f"{fix_label(rule)}: {who}", zorder=4, **style)
+        if "naive" in res["rules"]:
+            guide(ax, lrs[small], res["drift"]["mlp_ref"]["naive"][0], 1, "\u221d lr")
+        if "project" in res["rules"]:
+            guide(ax, lrs[small], res["drift"]["mlp_ref"]["project"][0], 2, "\u221d lr\u00b2")
+        lines = [f"{fix_label(rule)}: " + ", ".join(f"{res['slopes'][who][rule]:.2f}"
+                                                    for who in res["who"])
+                 for rule in res["rules"]]
+        ax.text(0.97, 0.03, f"fitted slopes (lr \u2264 {res['slope_max_lr']:g}),\n"
+                f"{', '.join(res['who'])}:\n" + "\n".join(lines),
+                transform=ax.transAxes, ha="right", va="bottom", ma="left", fontsize=11,
+                bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "0.8"})
+        ax.set_xlabel("step size lr (log)")
+        ax.set_title(SETUP_LABELS.get(res["setup"], res["setup"]) + ", one step, on the batch")
+    axes[0].set_ylabel("max |\u0394out1| on the batch (log)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(results[0]["rules"]),
+               fontsize=11)
+    ran = results[0]["who"][1:]
+    title = (f"The same step in {' and '.join(ran)} lands on mlp_ref's curves: "
+             if ran else "One step in mlp_ref: ")
+    title += "naive moves out1 O(lr), projection O(lr\u00b2)"
+    if missing:
+        title += f"\n(not run here, not installed: {', '.join(missing)})"
+    else:
+        title += "\n(one step with G = [0, \u22121], from the same weights)"
+    fig.suptitle(title)
     return fig
 
 
