@@ -338,8 +338,9 @@ class GramSolver:
         eigenvectors, its largest eigenvalue 1 / (lam_min - sigma) at gram's smallest, so it
         converges to the bottom at least as fast as gram^-1 would, at two substitutions a
         round instead of a refined solve. Each round's products with gram take the top and
-        the bottom vectors together: one pass over gram, which (n x 4 against n x 1) costs
-        about the same, the product being bound by reading gram."""
+        the bottom vectors together, one product of four columns (3.6 ms at n = 2,560; four
+        of one column, 4.0). Five rounds of two vectors: one vector, or fewer rounds, left
+        estimates off by more than 1.5 on the Grams of the tests."""
         if self.exact:
             return self.cond
         if self._estimate is None:
@@ -391,10 +392,11 @@ class GramSolver:
         preconditioner, at a rate set by cond((L L^T)^-1 gram) <= lam_min / (lam_min - sigma).
 
         It stops, after at least ``passes`` steps, at the first step that does not lower the
-        true residual rhs - gram alpha (the recurrence's residual falls on past the floor,
-        which the true one meets): each step computes it in the same pass over gram as the
-        step's product gram p, [p, alpha] side by side (that product is bound by reading gram,
-        so two columns cost about one). The iterate of the least true residual is returned.
+        true residual rhs - gram alpha (the recurrence's residual falls on past the floor that
+        the true one meets), which each step computes before it prepares the next (a step not
+        taken costs no substitution); the iterate of the least true residual is returned.
+        Products with gram one column at a time: gram @ v takes 1.0 ms at n = 2,560 where gram
+        @ [v, w] takes 3.2 (OpenBLAS's matrix-vector product against its general one).
         """
         solve = self._factor
         alpha = solve(rhs)
@@ -404,23 +406,22 @@ class GramSolver:
             return alpha
         z = solve(residual)
         p, rz = z, residual @ z
-        gram_p = gram @ p
         for k in range(self.MAX_ITERATIONS):
+            gram_p = gram @ p
             curvature = p @ gram_p
             if not (curvature > 0 and rz > 0):          # converged exactly (n steps at most)
                 break
             step = rz / curvature
             alpha = alpha + step * p
-            residual -= step * gram_p
-            z = solve(residual)
-            rz, rz_before = residual @ z, rz
-            p = z + (rz / rz_before) * p
-            products = gram @ np.stack([p, alpha], axis=1)
-            gram_p, size = products[:, 0], np.linalg.norm(rhs - products[:, 1])
+            size = np.linalg.norm(rhs - gram @ alpha)
             if size < least:
                 best, least = alpha, size
             elif k + 1 >= passes or not np.isfinite(size):
                 break
+            residual -= step * gram_p
+            z = solve(residual)
+            rz, rz_before = residual @ z, rz
+            p = z + (rz / rz_before) * p
         return best
 
 
