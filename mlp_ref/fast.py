@@ -376,7 +376,8 @@ class GramSolver:
             alpha += self(rhs - gram @ alpha)
         return alpha
 
-    #: iterations of ``_iterate`` at most (2 to 4 are taken on the Grams of the tests and sweeps)
+    #: steps of ``_iterate`` at most (two or three are taken on the Grams of the tests and of the
+    #: memory sweep, lam_min within 1.1 sigma included: three or four substitutions a solve)
     MAX_ITERATIONS = 50
 
     def _iterate(self, gram, rhs, passes):
@@ -384,8 +385,8 @@ class GramSolver:
         sigma I)^-1, started from alpha = (L L^T)^-1 rhs.
 
         Its first step is the refinement alpha += (L L^T)^-1 (rhs - gram alpha), whose error
-        shrinks by sigma / (lam - sigma) along each eigenvector of gram: 1e-7 at most on the
-        memory sweep's Grams (cond < 2e3, sigma ~ 1e-10 lam_max), so one step meets the floor
+        shrinks by sigma / (lam - sigma) along each eigenvector of gram: 3e-7 at most on the
+        memory sweep's Grams (cond < 1.2e3, sigma ~ 2e-10 lam_max), so one step meets the floor
         roundoff leaves. Conjugate gradients rather than that refinement repeated, because the
         refinement diverges where lam_min < 2 sigma (a factor-2 window of cond just inside the
         certified range), while conjugate gradients converge for any positive definite
@@ -447,9 +448,9 @@ def certify(gram, rcond):
 
     (Higham's gamma_{n+1}, one rounding more for kernels that multiply by the pivot's
     reciprocal; any order of the inner products, blocked or not, with conventional products).
-    The diagonal of that equality gives sum_k l_ik^2 <= c_ii / (1 - gamma_{n+2}), so
-    ||dC||_2 <= gamma_{n+2} || |L| ||_2^2 <= gamma_{n+2} ||L||_F^2 <= gamma_{n+2} T / (1 -
-    gamma_{n+2}) (as c_ii <= gram_ii). With L L^T positive semi-definite,
+    The diagonal of that equality gives sum_k l_ik^2 <= c_ii / (1 - gamma_{n+2}), so (the
+    2-norm being monotone on nonnegative matrices) ||dC||_2 <= gamma_{n+2} || |L| ||_2^2 <=
+    gamma_{n+2} ||L||_F^2 <= gamma_{n+2} T / (1 - gamma_{n+2}) (as c_ii <= gram_ii). With L L^T positive semi-definite,
 
         lam_min(gram) >= sigma - beta,   beta = (u + gamma_{n+2} / (1 - gamma_{n+2})) T + n (n + 2) eta
 
@@ -462,15 +463,15 @@ def certify(gram, rcond):
     reference finds the same rank: the tests check it, the inequality does not.
 
     The price of rigour: sigma ~ 4 n u T, so the certificate covers cond up to about
-    lam_max / sigma (1e9 for the 2,560 constraints of the memory sweep, trace 130 lam_max;
+    lam_max / sigma (7e9 for the 2,560 constraints of the memory sweep, trace 130 lam_max;
     1/rcond is 2e12); above it the eigenvalues decide. The trace is used rather than the
     smaller max row sum of |gram| (another pass over gram): with rcond = n eps, beta already
     makes up most of sigma, and the row sum would at most halve it.
 
     The shift is written into gram's diagonal and the diagonal put back, bit for bit, after
     the factorisation (in ``finally``): a copy of gram to shift would be another n^2 array to
-    allocate and fault in (20 MiB at n = 1,600), for n numbers that change. A read-only gram
-    is copied.
+    allocate and fill (50 MiB and 9 ms at n = 2,560, more when its pages are faulted in fresh),
+    for n numbers that change. A read-only gram is copied.
     """
     n, dtype = gram.shape[0], gram.dtype
     finfo = np.finfo(dtype)
@@ -499,6 +500,8 @@ def certify(gram, rcond):
         return None
     finally:
         shifted.flat[::n + 1] = diag
+    if not np.isfinite(np.diagonal(L)).all():      # a NaN pivot some kernels let through
+        return None
     return L, float(sigma), float(beta), float(trace)
 
 
