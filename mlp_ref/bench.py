@@ -511,8 +511,9 @@ def memory_parts(net, X, G, keep_X, keep=MEMORY_KEEP):
     gradient    fast.gradient on the new rows
     jacobian    the forward pass on the memory and the stacked backward pass of the kept outputs
     gram        the Gram's products: a a^T per layer, S S^T, their Hadamard products and sum
-    factorise   Cholesky, L^-1, the rank certificate and the cond estimate (``fast.GramSolver``)
-    rest        J g, the refined solve, and D = g - J^T alpha
+    factorise   ``fast.GramSolver``: the shifted Cholesky whose success certifies the rank, and
+                the inverses of its diagonal blocks for the block substitutions
+    rest        J g, the cond estimate (``cond_exceeds``), the solve, and D = g - J^T alpha
     """
     t = {}
     clock = time.perf_counter()

@@ -272,11 +272,137 @@ def test_fast_solver_keeps_the_constraints_the_reference_keeps():
     assert decided["bound"] > 100                              # the shortcut is really taken
 
 
-def test_lower_inverse_inverts():
-    rng = np.random.default_rng(0)
-    for n in (1, 5, 64, 65, 200):
-        L = np.tril(rng.normal(size=(n, n))) + n * np.eye(n)
-        assert np.abs(fast.lower_inverse(L) @ L - np.eye(n)).max() <= 1e-13
+def spd(n, cond, seed, dtype=np.float64):
+    """A random symmetric positive definite matrix, eigenvalues log-spaced from 1 to 1 / cond."""
+    return gram_with(np.logspace(0, -np.log10(cond), n), seed, dtype)
+
+
+def gram_with(lam, seed=0, dtype=np.float64):
+    """Q diag(lam) Q^T for a random orthogonal Q, made exactly symmetric (as a Gram is)."""
+    Q, _ = np.linalg.qr(np.random.default_rng(seed).normal(size=(len(lam), len(lam))))
+    gram = (Q * lam) @ Q.T
+    return ((gram + gram.T) / 2).astype(dtype)
+
+
+def test_block_substitution_solves_as_numpy_does():
+    # forward error of a backward-stable triangular solve: at most about n eps cond(L)
+    eps = np.finfo(float).eps
+    for block, sizes in ((16, (1, 5, 15, 16, 17, 32, 53)), (128, (100, 128, 300))):
+        for n in sizes:
+            L = np.linalg.cholesky(spd(n, 1e6, n))
+            tol = 4 * n * eps * np.linalg.cond(L)
+            solve = fast.Substitution(L, block)
+            for b in (np.random.default_rng(n).normal(size=n), np.random.default_rng(n).normal(size=(n, 3))):
+                assert rel(solve.forward(b), np.linalg.solve(L, b)) <= tol, (block, n)
+                assert rel(solve.backward(b), np.linalg.solve(L.T, b)) <= tol, (block, n)
+                assert rel(solve(b), np.linalg.solve(L @ L.T, b)) <= tol ** 2 / (4 * n * eps), (block, n)
+
+
+def test_lower_inverses_inverts_a_stack_of_triangular_blocks():
+    eps = np.finfo(float).eps
+    for b in (1, 2, 8, 16, 64):
+        T = np.stack([np.linalg.cholesky(spd(b, 1e4, seed)) for seed in range(3)])
+        inverses = fast.lower_inverses(T)
+        assert np.array_equal(inverses, np.tril(inverses))
+        for t, inverse in zip(T, inverses):
+            assert np.abs(inverse @ t - np.eye(b)).max() <= 4 * b * eps * np.linalg.cond(t)
+
+
+def _certified(gram):
+    """Did the fast solver take the certificate's path (full rank for certain, no eigenvalues)?"""
+    return not fast.GramSolver(gram).exact
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_certificate_never_claims_a_gram_with_an_eigenvalue_under_the_cut_off(dtype):
+    # the eigenvalues of the float32 Grams are computed in float64, far more exactly than
+    # float32's cut-off n eps: a real check of the inequality, not of the code against itself
+    claims = 0
+    for seed in range(150):
+        rng = np.random.default_rng(seed)
+        n = int(rng.integers(1, 40))
+        lam = np.logspace(0, -rng.uniform(0, 16 if dtype == np.float64 else 9), n)
+        gram = gram_with(lam, seed, dtype)
+        rcond = jacobian.default_rcond(n, dtype)
+        if fast.certify(gram, rcond) is not None:
+            claims += 1
+            exact = np.linalg.eigvalsh(gram.astype(np.float64))
+            assert exact[0] > rcond * exact[-1], (seed, n)
+    assert claims > 40                                           # well-conditioned ones are claimed
+
+
+def test_the_certificate_refuses_eigenvalues_near_or_under_the_cut_off_and_rank_deficient_grams():
+    n = 50
+    rcond = jacobian.default_rcond(n, np.float64)
+    for below_or_above in (0.25, 0.9, 1.1, 4.0):               # lam_min around rcond * lam_max
+        lam = np.logspace(0, -3, n)
+        lam[-1] = below_or_above * rcond
+        gram = gram_with(lam, n)
+        assert fast.certify(gram, rcond) is None
+        ours, ref = fast.GramSolver(gram), jacobian.GramSolver(gram)
+        assert ours.exact and ours.rank == ref.rank
+    for zeros in (1, 3, 10):
+        lam = np.logspace(0, -3, n)
+        lam[-zeros:] = 0.0
+        gram = gram_with(lam, zeros)
+        assert fast.certify(gram, rcond) is None and not _certified(gram)
+        assert fast.GramSolver(gram).rank == jacobian.GramSolver(gram).rank == n - zeros
+    for cond in (1.0, 1e3, 1e8):                                # well conditioned: claimed
+        assert _certified(spd(n, cond, 1))
+
+
+def test_the_solver_leaves_the_gram_as_it_was():
+    # the shift is written into the Gram's diagonal and put back: bit for bit, also when the
+    # factorisation fails; a read-only Gram is copied instead
+    for lam in (np.logspace(0, -3, 30), np.r_[np.ones(29), 0.0]):
+        gram = gram_with(lam)
+        before = gram.copy()
+        fast.GramSolver(gram)
+        assert np.array_equal(gram, before)
+        gram.flags.writeable = False
+        assert fast.GramSolver(gram).rank == jacobian.GramSolver(before).rank
+
+
+def residual(gram, alpha, rhs):
+    """|rhs - gram alpha| / (|gram| |alpha|), in long double: the solve's backward error."""
+    G, a, b = (np.asarray(v, dtype=np.longdouble) for v in (gram, alpha, rhs))
+    return float(np.linalg.norm(b - G @ a)) / (np.linalg.norm(gram, 2) * np.linalg.norm(alpha))
+
+
+def test_the_refined_solve_reaches_the_residual_of_the_reference():
+    # including lam_min within 2 sigma of the shift, where the refinement with the shifted
+    # factor does not contract (sigma / (lam_min - sigma) >= 1) and gram's own factor is made
+    n = 60
+    base = np.logspace(0, -3, n)
+    sigma = fast.certify(gram_with(base), jacobian.default_rcond(n, np.float64))[1]
+    cases = [spd(n, cond, 2) for cond in (1.0, 1e3, 1e6, 1e9)]
+    for times in (1.1, 1.5, 3.0, 10.0):
+        lam = base.copy()
+        lam[-1] = times * sigma
+        cases.append(gram_with(lam))
+    for seed in range(30):
+        net, X, _ = random_problem(seed)
+        cases.append(OutputJacobian(net, X, [0, 1]).gram())
+    solved = 0
+    for gram in cases:
+        rhs = np.random.default_rng(3).normal(size=gram.shape[0])
+        ours, ref = fast.GramSolver(gram), jacobian.GramSolver(gram)
+        if ref.rank < gram.shape[0]:
+            continue                    # the pseudo-inverse: the reference's own solver
+        solved += 1
+        for alpha in (ours(rhs), ours.refined(gram, rhs, 1)):
+            assert residual(gram, alpha, rhs) <= max(2 * residual(gram, ref(rhs), rhs),
+                                                     4 * np.finfo(float).eps)
+    assert solved > 25
+
+
+def test_the_cond_estimate_is_a_lower_bound_within_a_factor_1_5():
+    for seed in range(60):
+        net, X, _ = random_problem(seed)
+        gram = OutputJacobian(net, X, [0, 1]).gram()
+        ours, ref = fast.GramSolver(gram), jacobian.GramSolver(gram)
+        if ref.rank == gram.shape[0]:
+            assert ref.cond / 1.5 <= ours.estimate_cond() <= ref.cond * (1 + 1e-8), seed
 
 
 def test_a_rank_deficient_gram_takes_the_pseudo_inverse():
