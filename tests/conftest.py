@@ -2,7 +2,8 @@
 
 Each fixture is the measurement a figure, a tutorial or the CLI shows, with the same arguments,
 so that a claim is checked on the very numbers that state it; those of the figures are the
-figures' own (``figures`` computes each once per process), so drawing them costs no second run.
+figures' own functions (``figures`` computes each once per process), called with the arguments
+the figures use.
 """
 import os
 import sys
@@ -34,6 +35,21 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 from mlp_ref import figures                                 # noqa: E402
 from mlp_ref.measurements import splitting, table           # noqa: E402
 from mlp_ref.setups import seed_setup, visible_setup         # noqa: E402
+
+
+#: The test files that read the background jobs' results, in the order they run: after all the
+#: others, so that the jobs have the whole run to finish in (the order of tests is no part of
+#: their meaning: each builds or reads what it needs).
+READ_THE_BACKGROUND = ("test_bench.py", "test_tutorials.py", "test_frameworks_tutorial.py", "test_notebooks.py",
+                       "test_figures.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Every other test first, then those of READ_THE_BACKGROUND, each file's tests in order."""
+    def late(item):
+        name = item.path.name
+        return READ_THE_BACKGROUND.index(name) + 1 if name in READ_THE_BACKGROUND else 0
+    items.sort(key=late)                                    # stable: the rest keep their order
 
 
 def pytest_collection_finish(session):

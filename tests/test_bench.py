@@ -10,9 +10,11 @@ from mlp_ref import bench, cli, fast, fixes, jacobian
 from mlp_ref.measurements.projection_cost import load as load_projection_cost
 from mlp_ref.measurements.projection_cost import projection_cost_data
 
+import _background
+from _background import TINY_BENCH
+
 GLIBC = platform.libc_ver()[0] == "glibc"
-TINY = ["bench", "--sizes", "5,4,3", "--batch", "8", "--repeats", "2", "--dense-repeats", "1",
-        "--memory-rows", "4,8"]
+TINY = TINY_BENCH[:TINY_BENCH.index("--dtype")]
 
 
 @pytest.fixture(scope="module")
@@ -22,14 +24,11 @@ def tiny_run(tmp_path_factory):
                            isolate=False, log=lambda message: None, memory_rows=(4, 8))
 
 
-def test_bench_command_prints_the_machine_and_the_table(capsys, tmp_path, monkeypatch):
-    # one BLAS thread in the bench's child processes: on sizes this tiny, with the suite's other
-    # processes on the second core, idle OpenBLAS threads spinning cost more than the whole bench
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        monkeypatch.setenv(var, "1")
-    path = tmp_path / "bench.json"
-    assert cli.main(TINY + ["--dtype", "float64", "--json", str(path)]) == 0
-    out, err = capsys.readouterr()
+def test_bench_command_prints_the_machine_and_the_table():
+    # python -m mlp_ref bench, run in the background from the collection on (tests/_background.py)
+    run, path = _background.result("bench")
+    assert run.returncode == 0, run.stderr[-3000:]
+    out, err = run.stdout, run.stderr
     assert out.startswith("BLAS: ")
     assert "threads: 1 (from $OPENBLAS_NUM_THREADS)" in out        # what the bench found
     for column in ("measurement", "median ms", "x grad", "faults", "peak MiB", "glibc default",

@@ -1,5 +1,6 @@
 """The figures command: every figure written, slide-sized and small, byte-identical from run to
-run: once in this process, and once by ``python -m mlp_ref figures`` from an installed wheel in a
+run: ``python -m mlp_ref figures`` twice, in two other processes started when the tests were
+collected (tests/_background.py): once from this checkout, once from an installed wheel in a
 fresh virtual environment, run from an empty folder (the figure data ships inside the package)."""
 import re
 import struct
@@ -12,15 +13,14 @@ from mlp_ref import figures
 import _background
 from _background import ROOT
 
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Every figure drawn in this process and, meanwhile (other processes, started when the tests
-    were collected: _background.py), from an installed wheel (``_background.wheel_figures``):
-    (folder of this process's run, log lines, the wheel's result)."""
-    a = tmp_path_factory.mktemp("run")
-    lines = []
-    figures.write_all(str(a), log=lines.append)
-    return a, lines, _background.result("wheel")
+def runs():
+    """(folder of the checkout's run, its progress lines, the wheel's result)."""
+    both = _background.result("figures")
+    assert "error" not in both["checkout"], both["checkout"].get("error")
+    folder, stdout = both["checkout"]["result"]
+    return folder, stdout.splitlines(), both["wheel"]
 
 
 def png_size(path):
