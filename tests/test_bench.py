@@ -249,8 +249,9 @@ def test_committed_bench_run_backs_the_readme_performance_claims():
     g = memory["growth"]
     assert (f"costs {rows[512]['project_s']:.2f} s a step at m = 512 (2,560 constraints) and "
             f"{rows[819]['project_s']:.2f} s at m = 819 (4,095), growing as constraints^"
-            f"{g['project']:.2f} over the three largest memories: the factorisation (Cholesky and its "
-            f"inverse, n^3/3 each) grows as n^{g['factorise']:.2f} and is {share:.0%} of the step at "
+            f"{g['project']:.2f} over the three largest memories: the factorisation (one Cholesky of the "
+            f"shifted Gram, n^3/3, whose success certifies the rank) grows as n^{g['factorise']:.2f} "
+            f"and is {share:.0%} of the step at "
             f"2,560 constraints; the Gram's products grow as n^{g['gram']:.2f}") in text
 
 

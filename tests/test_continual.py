@@ -242,8 +242,8 @@ def _cost_sentence(cost):
     return (f"takes {cost['reference'][i]:.2f} s at m = 128 and {cost['reference'][j]:.1f} s at "
             f"m = 512 in the reference (a fitted slope of "
             f"{slope:.1f} in n "
-            f"from m = 64 on), {cost['fast'][i]:.2f} s and {cost['fast'][j]:.1f} s in the fast "
-            f"tier (`fast.project`, Cholesky at full rank); from n = {half} constraints on, the "
+            f"from m = 64 on), {cost['fast'][i]:.2f} s and {cost['fast'][j]:.2f} s in the fast "
+            f"tier (`fast.project`: one Cholesky of the shifted Gram); from n = {half} constraints on, the "
             f"solve takes more than half of the reference's time, and at n = 2,560 its peak "
             f"memory, {cost['peak_reference'][-1] / 2**20:.0f} MiB, is {ratio:.1f} times the "
             f"Gram's 50 MiB.")

@@ -162,7 +162,8 @@ for m in result["memory_sizes"]:
 #
 # Projection solves an $n \times n$ system, $n = 5m$: the Gram $J J^\top$ holds $8 n^2$ bytes
 # (50 MiB at $m = 512$), and the reference's rank-revealing eigendecomposition takes $n^3$ time;
-# the fast tier factorises by Cholesky at full rank, also $n^3$, with a smaller constant. The
+# the fast tier factorises the Gram once by Cholesky, shifted so that the factorisation's
+# success proves full rank (no eigenvalue needed), also $n^3$ but with a smaller constant. The
 # cost sweep shipped with the package (`python -m mlp_ref.measurements.continual`, on this
 # project's machine) times one projected direction from
 # $m = 8$ to 512. What remains in the fast tier is that factorisation and the Gram's $n^2$ products: the price of

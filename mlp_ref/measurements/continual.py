@@ -312,7 +312,7 @@ def constraint_cost(memory_sizes=COST_SIZES, hidden=HIDDEN, repeats=3, seed=SEED
     dict of lists, one entry per m: ``m``, ``constraints`` (5 m), ``fast`` and ``reference``
     (``fast.project`` and ``fixes.project``), ``gram`` (J J^T from its per-layer factors),
     ``eigh`` (the reference's rank-revealing solve, ``jacobian.GramSolver``), ``cholesky``
-    (``fast.GramSolver``: Cholesky and the triangular inverse at full rank), ``peak_fast``,
+    (``fast.GramSolver``: one shifted Cholesky whose success certifies full rank), ``peak_fast``,
     ``peak_reference`` (tracemalloc's peak, bytes), ``gram_bytes`` (8 n^2, n = 5 m); and
     ``sizes``, ``n_params``, ``n_new``, ``repeats``.
     """
