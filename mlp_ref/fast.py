@@ -526,9 +526,10 @@ class Substitution:
     """
 
     def __init__(self, L, block=256):
-        self.L = L
-        n = L.shape[0]
+        n, self.n, self.dtype = L.shape[0], L.shape[0], L.dtype
         self.edges = [(s, min(s + block, n)) for s in range(0, n, block)]
+        # one block: its inverse is L^-1 and L is never read again (let go: n^2 numbers less)
+        self.L = L if len(self.edges) > 1 else None
         size = min(block, 1 << (n - 1).bit_length())    # a power of two, for lower_inverses
         # the diagonal blocks as one stack, the last padded with the identity (whose inverse is
         # the identity), inverted together: a few calls on stacks instead of two per block
@@ -540,7 +541,7 @@ class Substitution:
 
     def forward(self, b):
         """L^-1 b for b of shape (n,) or (n, k)."""
-        y = np.empty(b.shape, dtype=np.result_type(self.L, b))
+        y = np.empty(b.shape, dtype=np.result_type(self.dtype, b))
         for (s, e), inverse in zip(self.edges, self.inverses):
             part = b[s:e] - self.L[s:e, :s] @ y[:s] if s else b[s:e]
             y[s:e] = inverse @ part
@@ -548,8 +549,8 @@ class Substitution:
 
     def backward(self, y):
         """L^-T y for y of shape (n,) or (n, k)."""
-        x = np.empty(y.shape, dtype=np.result_type(self.L, y))
-        n = self.L.shape[0]
+        x = np.empty(y.shape, dtype=np.result_type(self.dtype, y))
+        n = self.n
         for (s, e), inverse in zip(reversed(self.edges), reversed(self.inverses)):
             part = y[s:e] - self.L[e:, s:e].T @ x[e:] if e < n else y[s:e]
             x[s:e] = inverse.T @ part
