@@ -80,6 +80,7 @@ def test_an_installed_wheel_draws_every_figure_from_any_folder(runs):
 def test_two_runs_give_identical_bytes(runs):
     """The same command twice, in two processes: the same bytes."""
     a, _, wheel = runs
+    assert "error" not in wheel, wheel.get("error")
     out = wheel["result"][0]
     for name in figures.FIGURES:
         assert (out / name).read_bytes() == (a / name).read_bytes(), name
