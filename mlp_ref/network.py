@@ -32,7 +32,6 @@ from . import _checks, activations, saving
 from ._checks import DTYPES, check_sizes
 
 
-
 @dataclass
 class Forward:
     """What ``MLP.forward`` leaves behind for ``MLP.backward`` to read.
