@@ -210,15 +210,24 @@ class Jacobian:
         self._kernels = None
 
     def gram(self):
-        """J J^T: the q outputs of a row share that row's input kernel, broadcast, not repeated."""
+        """J J^T: the q outputs of a row share that row's input kernel, broadcast, not repeated.
+
+        The first layer's share is the total to add into (no zeros to allocate and add), and
+        each later layer's is made in one kept (nq, nq) buffer: at 2,560 constraints every such
+        array is 50 MiB, which the allocator hands back and the next layer faults in again.
+        The same sum, layer by layer in the same order: the same bits as the reference's."""
         n, q = self.outputs.shape
-        total = np.zeros((n, q, n, q), dtype=self.net.dtype)
+        total = buffer = None
         for l, AA in self.input_kernels().items():
             S = self.signals[l].reshape(n * q, -1)
-            SS = (S @ S.T).reshape(n, q, n, q)
-            SS *= AA[:, None, :, None]
-            total += SS
-        return total.reshape(n * q, n * q)
+            if total is None:
+                share = total = S @ S.T
+            else:
+                share = buffer = np.matmul(S, S.T, out=buffer)
+            share.reshape(n, q, n, q)[...] *= AA[:, None, :, None]
+            if share is not total:
+                total += share
+        return total
 
     def matvec(self, D):
         out = np.zeros(self.outputs.shape, dtype=self.net.dtype)
