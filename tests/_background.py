@@ -45,9 +45,13 @@ _folders = []
 NICE = 10
 
 
-def lower_priority():
-    """For a child process (``preexec_fn``): run at niceness NICE."""
+def _lower_priority():
     os.nice(NICE)
+
+
+#: For a child process (``preexec_fn``): run at niceness NICE; None where there is no os.nice
+#: (Windows, where Popen takes no preexec_fn): the jobs then run at the same priority.
+lower_priority = _lower_priority if hasattr(os, "nice") else None
 
 
 def tutorial_env():
@@ -265,7 +269,8 @@ class _Notebooks:
         async def lane():
             km = AsyncKernelManager(kernel_name="python3")
             await km.start_kernel(env=tutorial_env(), cwd=str(ROOT))
-            os.setpriority(os.PRIO_PROCESS, km.provisioner.pid, NICE)
+            if hasattr(os, "setpriority"):
+                os.setpriority(os.PRIO_PROCESS, km.provisioner.pid, NICE)
             try:
                 first = True
                 while queue:
