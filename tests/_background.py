@@ -77,6 +77,17 @@ class Run:
     stdout: str
     stderr: str
 
+    @classmethod
+    def of(cls, proc, out, err):
+        """The finished ``proc``'s Run, read from (and closing) the files it wrote to."""
+        proc.wait(timeout=600)
+        texts = []
+        for f in (out, err):
+            f.seek(0)
+            texts.append(f.read())
+            f.close()
+        return cls(proc.returncode, *texts)
+
 
 class _Tutorials:
     """Every tutorial (or those ``names``), run once, headless, all at the same time."""
@@ -94,13 +105,7 @@ class _Tutorials:
         """name -> Run."""
         runs = {}
         for name, (proc, out, err) in self.procs.items():
-            proc.wait(timeout=600)
-            texts = []
-            for f in (out, err):
-                f.seek(0)
-                texts.append(f.read())
-                f.close()
-            runs[name] = Run(proc.returncode, *texts)
+            runs[name] = Run.of(proc, out, err)
         return runs
 
     def stop(self):
@@ -210,13 +215,7 @@ class _Bench:
                                      text=True, env=env, cwd=folder, preexec_fn=lower_priority)
 
     def result(self):
-        self.proc.wait(timeout=600)
-        texts = []
-        for f in (self.out, self.err):
-            f.seek(0)
-            texts.append(f.read())
-            f.close()
-        return Run(self.proc.returncode, *texts), self.path
+        return Run.of(self.proc, self.out, self.err), self.path
 
     def stop(self):
         if self.proc.poll() is None:

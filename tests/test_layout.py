@@ -21,6 +21,8 @@ def is_module(name):
 
 
 MODULES = {module_name(p): ast.parse(p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))}
+#: the modules that are packages (an __init__.py): their relative imports start from themselves
+PACKAGES = {module_name(p) for p in PACKAGE.rglob("__init__.py")}
 
 
 def imported(name, node):
@@ -29,8 +31,7 @@ def imported(name, node):
         return [a.name for a in node.names if a.name.startswith("mlp_ref")]
     if not node.level:
         return [node.module] if (node.module or "").startswith("mlp_ref") else []
-    package = name.split(".") if name in ("mlp_ref", "mlp_ref.measurements", "mlp_ref.plots") \
-        else name.split(".")[:-1]
+    package = name.split(".") if name in PACKAGES else name.split(".")[:-1]
     base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
     submodules = [f"{base}.{a.name}" for a in node.names if is_module(f"{base}.{a.name}")]
     return submodules or [base]
