@@ -4,9 +4,11 @@ first-order prediction), and what one step of each fix moves."""
 import numpy as np
 import pytest
 
-from mlp_ref import fixes, jacobian
+from mlp_ref import MLP, fixes, jacobian
+from mlp_ref.data import seed_data
+from mlp_ref.losses import mse
 from mlp_ref.measurements import question
-from mlp_ref.setups import G_QUESTION, LR
+from mlp_ref.setups import G_QUESTION, LR, VISIBLE_SIZES, VISIBLE_TRAINING, visible_setup
 
 
 def test_the_two_setups(setups):
@@ -18,6 +20,27 @@ def test_the_two_setups(setups):
     assert visible.sizes == [3, 16, 16, 2] and visible.activations == ["tanh", "tanh", "identity"]
     assert np.array_equal(setups["seed"][1], setups["visible"][1])      # "the same 8 samples"
     assert LR == {"seed": 0.1, "visible": 0.01}
+
+
+def test_the_visible_setup_is_trained_once_and_every_call_gets_its_own_copy():
+    """visible_setup reuses one training per process: each call's arrays are its own, and
+    equal bit for bit to a training run from scratch; fresh randomness (None) is never reused."""
+    X, Y = seed_data(n=8, seed=1)
+    net = MLP(VISIBLE_SIZES, hidden="tanh", output="identity", init_std=0.5, seed=2)
+    for _ in range(VISIBLE_TRAINING["steps"]):
+        net.step(net.gradient(X, mse(net(X), Y)[1]), VISIBLE_TRAINING["lr"])
+    first = visible_setup(seed=2, data_seed=1)
+    for key, value in first[0].params.items():
+        assert np.array_equal(value, net.params[key]), key
+    assert np.array_equal(first[1], X) and np.array_equal(first[2], Y)
+    for a in (*first[0].params.values(), first[1], first[2]):
+        a += 1.0                                            # the caller writes into its copy
+    second = visible_setup(seed=2, data_seed=1)
+    for key, value in second[0].params.items():
+        assert np.array_equal(value, net.params[key]), key
+    assert np.array_equal(second[1], X) and np.array_equal(second[2], Y)
+    fresh = [visible_setup(seed=None)[0].params["W1"] for _ in range(2)]
+    assert not np.array_equal(*fresh)
 
 
 def test_a_naive_step_raises_out2_and_moves_out1(setups):

@@ -15,11 +15,15 @@ from ..setups import G_QUESTION, LR, N_PROBE, OUT1, SETUPS
 from . import fits, rules as rules_
 
 
-def effect(net0, net, X, P):
-    """(max |d out1| on X, max |d out1| on P, mean d out2 on X) from net0 to net."""
-    before_X, after_X = net0(X), net(X)
+def effect(start, net, X, P):
+    """(max |d out1| on X, max |d out1| on P, mean d out2 on X) from the start to net.
+
+    start : (net0(X), net0(P)), the outputs before the first step
+    """
+    before_X, before_P = start
+    after_X = net(X)
     return (float(np.max(np.abs(after_X[:, 0] - before_X[:, 0]))),
-            float(np.max(np.abs(net(P)[:, 0] - net0(P)[:, 0]))),
+            float(np.max(np.abs(net(P)[:, 0] - before_P[:, 0]))),
             float(np.mean(after_X[:, 1] - before_X[:, 1])))
 
 
@@ -43,11 +47,12 @@ def one_step(setup="visible", rules=None, lrs=None, G=G_QUESTION, n_probe=N_PROB
     net0, X, _ = SETUPS[setup]()
     P = probe_inputs(n_probe)
     lrs = np.logspace(-5, 0, 11) if lrs is None else np.asarray(lrs, dtype=float)
-    ref = net0(X)[:, 0]
+    start = net0(X), net0(P)
+    ref = start[0][:, 0]
     rules = rules_.resolve(rules)
     out = {"lrs": lrs, "setup": setup, "n_probe": n_probe, "rules": [rule.name for rule in rules]}
     for rule in rules:
-        out[rule.name] = _columns([effect(net0, rule.step(net0.copy(), X, G, lr, ref), X, P)
+        out[rule.name] = _columns([effect(start, rule.step(net0.copy(), X, G, lr, ref), X, P)
                                    for lr in lrs])
     if slope_max_lr is not None:
         out.update(slope_max_lr=slope_max_lr, orders=orders(out, slope_max_lr))
@@ -107,7 +112,8 @@ def trajectories(setup="visible", rules=None, steps=200, lr=None, G=G_QUESTION, 
     net0, X, _ = SETUPS[setup]()
     P = probe_inputs(n_probe)
     lr = LR[setup] if lr is None else lr
-    ref = net0(X)[:, 0]
+    start = net0(X), net0(P)
+    ref = start[0][:, 0]
     rules = rules_.resolve(rules)
     out = {"steps": np.arange(steps + 1), "setup": setup, "lr": lr, "n_probe": n_probe,
            "rules": [rule.name for rule in rules]}
@@ -116,7 +122,7 @@ def trajectories(setup="visible", rules=None, steps=200, lr=None, G=G_QUESTION, 
         rows = [(0.0, 0.0, 0.0)]
         for _ in range(steps):
             rule.step(net, X, G, lr, ref)
-            rows.append(effect(net0, net, X, P))
+            rows.append(effect(start, net, X, P))
         out[rule.name] = _columns(rows)
     return out
 
