@@ -6,6 +6,7 @@ torch_fixes and tf_fixes define the same functions with the same meaning, so one
 both; what differs (a direction is a dict in PyTorch, a list in TensorFlow) is hidden behind
 ``fx.as_mlp_ref``, ``fx.flat`` and ``fx.outputs``.
 """
+import gc
 import importlib
 import sys
 from pathlib import Path
@@ -33,7 +34,11 @@ def load(framework):
             pass
     if str(FRAMEWORKS_DIR) not in sys.path:
         sys.path.insert(0, str(FRAMEWORKS_DIR))      # as tutorial 07 does
-    return importlib.import_module(MODULES[framework])
+    fixes = importlib.import_module(MODULES[framework])
+    # the framework's modules (some 700,000 objects with both) live as long as the session:
+    # moved out of the garbage collector's full passes, which would walk them each time
+    gc.freeze()
+    return fixes
 
 
 def rel_error(a, b):
