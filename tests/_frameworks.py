@@ -8,6 +8,7 @@ both; what differs (a direction is a dict in PyTorch, a list in TensorFlow) is h
 """
 import gc
 import importlib
+import textwrap
 import sys
 from pathlib import Path
 
@@ -20,6 +21,8 @@ FRAMEWORKS_DIR = Path(__file__).resolve().parents[1] / "tutorials" / "frameworks
 
 #: framework module -> the file of tutorials/frameworks that holds its fixes
 MODULES = {"torch": "torch_fixes", "tensorflow": "tf_fixes"}
+#: the name tutorial 07 prints for each framework -> its module
+NAMES = {"PyTorch": "torch", "TensorFlow 2": "tensorflow"}
 
 
 def load(framework):
@@ -46,3 +49,19 @@ def rel_error(a, b):
     a = flatten(a) if isinstance(a, dict) else np.asarray(a)
     b = flatten(b) if isinstance(b, dict) else np.asarray(b)
     return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+
+
+def printed_sources(text):
+    """The source blocks the tutorial printed: (framework, function) -> source, dedented."""
+    blocks, key, lines = {}, None, []
+    for line in text.splitlines() + ["<end>"]:
+        if key and (line.startswith("    ") or line == ""):
+            lines.append(line)
+            continue
+        if key:
+            blocks[key] = textwrap.dedent("\n".join(lines)).strip("\n")
+            key = None
+        if line.startswith("--- ") and line.endswith(" ---"):
+            framework, rest = line[4:-4].split(": ", 1)
+            key, lines = (framework, rest.split(", ")[1]), []
+    return blocks

@@ -1,23 +1,20 @@
 """Tutorial 07 prints the framework code that runs, runs it, and every claim it makes holds.
 
-Run twice: with PyTorch and TensorFlow hidden (a teacher's machine with only numpy and
-matplotlib; the background run of tests/_background.py), and in this process with both (skipped
-without them, a failure in CI). Its notebook is run by tests/test_notebooks.py.
+Run in this process with both frameworks (skipped without them, a failure in CI); its run with
+PyTorch and TensorFlow hidden, as on a teacher's machine with only numpy and matplotlib, is
+tests/test_tutorials.py's, and its notebook tests/test_notebooks.py's.
 The numbers it prints are kept in its MEASURED dict; each is checked here against the claim the
 narration makes about it, and the prose's own numbers are recomputed from mlp_ref.
 """
 import inspect
 import io
-import textwrap
 from contextlib import redirect_stdout
 from pathlib import Path
 
 import numpy as np
 import pytest
 from _extras import require
-from _frameworks import load
-
-import _background
+from _frameworks import NAMES, load, printed_sources
 
 from mlp_ref import fixes, losses, setups
 from mlp_ref.measurements import rules
@@ -26,13 +23,6 @@ from mlp_ref.setups import G_QUESTION, SETUPS
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIAL = ROOT / "tutorials" / "07_from_numpy_to_frameworks.py"
-NAMES = {"PyTorch": "torch", "TensorFlow 2": "tensorflow"}
-
-
-@pytest.fixture(scope="module")
-def without_frameworks():
-    """The headless run with the frameworks hidden, started when the tests were collected."""
-    return _background.result("tutorials")[TUTORIAL.name]
 
 
 @pytest.fixture(scope="module")
@@ -47,39 +37,6 @@ def with_frameworks():
         exec(compile(TUTORIAL.read_text(), str(TUTORIAL), "exec"), namespace)
     assert end.value.code == 0
     return namespace, out.getvalue(), modules
-
-
-def printed_sources(text):
-    """The source blocks the tutorial printed: (framework, function) -> source, dedented."""
-    blocks, key, lines = {}, None, []
-    for line in text.splitlines() + ["<end>"]:
-        if key and (line.startswith("    ") or line == ""):
-            lines.append(line)
-            continue
-        if key:
-            blocks[key] = textwrap.dedent("\n".join(lines)).strip("\n")
-            key = None
-        if line.startswith("--- ") and line.endswith(" ---"):
-            framework, rest = line[4:-4].split(": ", 1)
-            key, lines = (framework, rest.split(", ")[1]), []
-    return blocks
-
-
-def test_without_frameworks_it_runs_prints_every_function_and_says_what_it_did_not_run(
-        without_frameworks):
-    res = without_frameworks
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert "PyTorch: NOT RUN here, torch is not installed" in res.stdout
-    assert "TensorFlow 2: NOT RUN here, tensorflow is not installed" in res.stdout
-    assert "Ran here: nothing (no framework installed)" in res.stdout
-    blocks = printed_sources(res.stdout)
-    assert {name for _, name in blocks} >= {
-        "model_from", "naive", "freeze", "masked_loss", "masked", "jacobian", "remove_rows",
-        "project", "restore", "penalty", "largest_stable_lam", "adam", "adam_projected",
-        "snapshot", "project_with_pinv"}
-    for framework in NAMES:
-        assert {"naive", "freeze", "project", "restore", "penalty", "adam_projected"} <= {
-            name for fw, name in blocks if fw == framework}
 
 
 def test_the_printed_source_is_the_code_that_runs(with_frameworks):

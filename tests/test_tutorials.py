@@ -22,6 +22,7 @@ from mlp_ref.measurements import drift, fits, question
 from mlp_ref.setups import G_QUESTION, LR, seed_setup
 
 import _background
+from _frameworks import NAMES, printed_sources
 from _background import ROOT, TUTORIALS, tutorial_env
 
 FRAMEWORKS = {"torch", "tensorflow", "jax", "keras", "functorch"}
@@ -342,3 +343,20 @@ def test_07_without_frameworks_prints_mlp_refs_drift_and_its_slopes(outputs):
             assert (f"  {rule:8}" + "".join(f"{d:9.1e}" for d in values)
                     + f"   fitted slope {slope:.3f}") in out
     assert "[figure: mlp_ref.plots.frameworks_drift_vs_lr, drawn inline" in out
+
+
+def test_07_without_frameworks_runs_prints_every_function_and_says_what_it_did_not_run(
+        outputs):
+    res = outputs["07_from_numpy_to_frameworks.py"]
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "PyTorch: NOT RUN here, torch is not installed" in res.stdout
+    assert "TensorFlow 2: NOT RUN here, tensorflow is not installed" in res.stdout
+    assert "Ran here: nothing (no framework installed)" in res.stdout
+    blocks = printed_sources(res.stdout)
+    assert {name for _, name in blocks} >= {
+        "model_from", "naive", "freeze", "masked_loss", "masked", "jacobian", "remove_rows",
+        "project", "restore", "penalty", "largest_stable_lam", "adam", "adam_projected",
+        "snapshot", "project_with_pinv"}
+    for framework in NAMES:
+        assert {"naive", "freeze", "project", "restore", "penalty", "adam_projected"} <= {
+            name for fw, name in blocks if fw == framework}
