@@ -298,6 +298,44 @@ def test_block_substitution_solves_as_numpy_does():
                 assert rel(solve(b), np.linalg.solve(L @ L.T, b)) <= tol ** 2 / (4 * n * eps), (block, n)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_blocked_cholesky_factorises_as_lapack_does(dtype):
+    # Higham Thm 10.3: L L^T = C + dC with |dC| <= gamma_{n+1} |L| |L^T|, for any order of the
+    # inner products; and L is LAPACK's to within its forward error, eps cond(C) at most
+    eps = np.finfo(dtype).eps
+    for block, leaf, sizes in ((16, 4, (1, 5, 15, 16, 17, 53)), (256, 16, (300,))):
+        for n in sizes:
+            C = spd(n, 1e4, n).astype(dtype)
+            L = fast.cholesky(C, block, leaf)
+            assert L.dtype == dtype and np.array_equal(L, np.tril(L)), (block, n)
+            bound = (n + 1) * eps * (np.abs(L) @ np.abs(L.T))
+            assert np.all(np.abs(L @ L.T - C) <= bound), (block, n)
+            assert rel(L, np.linalg.cholesky(C)) <= 4 * n * eps * 1e4, (block, n)
+            upper = np.triu(np.random.default_rng(n).normal(size=(n, n)), 1).astype(dtype)
+            assert np.array_equal(fast.cholesky(np.tril(C) + upper, block, leaf), L)  # lower half only
+
+
+def test_the_blocked_cholesky_refuses_what_is_not_positive_definite_in_any_block():
+    C = spd(53, 1e3, 0)
+    for i in (0, 20, 52):                               # the first, a middle and the last block
+        broken = C.copy()
+        broken[i, i] = -1.0
+        with pytest.raises(np.linalg.LinAlgError):
+            fast.cholesky(broken, 16, 4)
+    with pytest.raises(np.linalg.LinAlgError):
+        fast.cholesky(gram_with(np.array([3.0, 2.0, 1.0, -1e-3] * 10)), 16, 4)
+
+
+def test_lower_solve_is_a_forward_substitution():
+    # its backward error: T Y - R within (b + 1) eps |T| |Y|, entry by entry
+    eps = np.finfo(float).eps
+    for b, leaf in ((1, 16), (7, 16), (16, 16), (37, 4), (64, 8)):
+        T = np.linalg.cholesky(spd(b, 1e6, b))
+        R = np.random.default_rng(b).normal(size=(b, 11))
+        Y = fast.lower_solve(T, R, leaf)
+        assert np.all(np.abs(T @ Y - R) <= (b + 1) * eps * (np.abs(T) @ np.abs(Y))), b
+
+
 def test_lower_inverses_inverts_a_stack_of_triangular_blocks():
     eps = np.finfo(float).eps
     for b in (1, 2, 8, 16, 64):
