@@ -39,18 +39,20 @@ sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "HideFramewo
 #: first, so that the last to finish is a short one.
 LONGEST_FIRST = ("08_a_real_task.py", "06_side_by_side.py", "04_layer_splitting.py")
 
-#: The background jobs' niceness: the test process, whose tests are the suite's longest path,
-#: gets the CPU first, and the jobs the rest (they are all done before it asks for them).
+#: The background jobs' niceness: where a job and the test process share a core, the test
+#: process gets it first.
 NICE = 10
 
 
-def _lower_priority():
-    os.nice(NICE)
-
-
-#: For a child process (``preexec_fn``): run at niceness NICE; None where there is no os.nice
-#: (Windows, where Popen takes no preexec_fn): the jobs then run at the same priority.
-lower_priority = _lower_priority if hasattr(os, "nice") else None
+def lower_priority(pid):
+    """Run process ``pid`` at niceness NICE (where the OS has priorities: not on Windows). Set
+    from this process once the child runs, not by a ``preexec_fn``, which Python warns may
+    deadlock a child forked while other threads run, as the queue's workers do."""
+    if hasattr(os, "setpriority"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, NICE)
+        except ProcessLookupError:          # done already
+            pass
 
 
 class _Queue:
@@ -108,7 +110,8 @@ def _run(cmd, timeout=600, **kw):
     """``subprocess.run(cmd, capture_output=True, text=True)`` at the background's priority,
     killed by ``stop``; a timeout is a Run with returncode None."""
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=lower_priority, **kw)
+                            stderr=subprocess.PIPE, text=True, **kw)
+    lower_priority(proc.pid)
     _QUEUE.running.add(proc)
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -158,11 +161,10 @@ class _Job:
     queue; ``outcome`` maps each key to {"result": what it returned} or {"error": why not}."""
 
     def __init__(self):
-        self.outcome, self._done = {}, []
+        self.outcome, self._done = {}, {}
 
     def add(self, key, cost, work):
-        done = threading.Event()
-        self._done.append(done)
+        done = self._done[key] = threading.Event()
 
         def task():
             try:
@@ -175,9 +177,10 @@ class _Job:
                 done.set()
         _QUEUE.submit(cost, task)
 
-    def wait(self):
-        for done in self._done:
-            done.wait(timeout=900)
+    def wait(self, timeout=900):
+        for key, done in self._done.items():
+            if not done.wait(timeout):
+                self.outcome.setdefault(key, {"error": f"{key}: not done after {timeout} s"})
         return self.outcome
 
 
@@ -351,8 +354,7 @@ class _Notebooks(_Job):
                 return
             km = AsyncKernelManager(kernel_name="python3")
             await km.start_kernel(env=tutorial_env(), cwd=str(ROOT))
-            if hasattr(os, "setpriority"):
-                os.setpriority(os.PRIO_PROCESS, km.provisioner.pid, NICE)
+            lower_priority(km.provisioner.pid)
             try:
                 first = True
                 while name is not None:
