@@ -35,9 +35,11 @@ del sys.path[0]"""
 RESET = """import sys
 sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "HideFrameworks"]
 %reset -f"""
-#: The notebooks that take longest (CPU seconds measured headless: 08 4.5, 06 4.3, 04 2.7), run
-#: first, so that the last to finish is a short one.
-LONGEST_FIRST = ("08_a_real_task.py", "06_side_by_side.py", "04_layer_splitting.py")
+#: CPU seconds of the tutorials that take longest headless, about (measured; the others take
+#: about TUTORIAL_COST_ELSE): the longest start first, as scripts and as notebooks, so that
+#: the last to finish is a short one.
+TUTORIAL_COST = {"08_a_real_task.py": 4.5, "06_side_by_side.py": 3.6, "04_layer_splitting.py": 2.2}
+TUTORIAL_COST_ELSE = 0.5
 
 #: The background jobs' niceness: where a job and the test process share a core, the test
 #: process gets it first.
@@ -177,15 +179,16 @@ class _Job:
                 done.set()
         _QUEUE.submit(cost, task)
 
+    def run(self, key):
+        """The Run of the task ``key`` whose work returns one (a failure: a Run with its error)."""
+        got = self.wait()[key]
+        return got.get("result") or Run(None, "", got["error"])
+
     def wait(self, timeout=900):
         for key, done in self._done.items():
             if not done.wait(timeout):
                 self.outcome.setdefault(key, {"error": f"{key}: not done after {timeout} s"})
         return self.outcome
-
-
-#: CPU seconds of each tutorial run headless, about (measured): the queue's order.
-TUTORIAL_COST = {"08_a_real_task.py": 4.5, "06_side_by_side.py": 3.6, "04_layer_splitting.py": 2.2}
 
 
 class _Tutorials(_Job):
@@ -194,13 +197,12 @@ class _Tutorials(_Job):
     def __init__(self, folder):
         super().__init__()
         for p in TUTORIALS:
-            self.add(p.name, TUTORIAL_COST.get(p.name, 0.5),
+            self.add(p.name, TUTORIAL_COST.get(p.name, TUTORIAL_COST_ELSE),
                      lambda p=p: _run([sys.executable, *headless(p)], env=tutorial_env(), cwd=ROOT))
 
     def result(self):
         """name -> Run."""
-        return {name: got.get("result") or Run(None, "", got["error"])
-                for name, got in self.wait().items()}
+        return {p.name: self.run(p.name) for p in TUTORIALS}
 
 
 def wheel_figures(tmp):
@@ -285,8 +287,7 @@ class _Bench(_Job):
                                            str(self.path)], env=tutorial_env(), cwd=folder))
 
     def result(self):
-        got = self.wait()["bench"]
-        return got.get("result") or Run(None, "", got["error"]), self.path
+        return self.run("bench"), self.path
 
 
 class _Notebooks(_Job):
@@ -327,8 +328,7 @@ class _Notebooks(_Job):
             if self.converted is None:
                 converted = {p.name: jupytext.read(p) for p in NOTEBOOKS}
                 converted[FRAMEWORKS_TUTORIAL].cells.insert(0, nbformat.v4.new_code_cell(HIDE_FRAMEWORKS))
-                self.queue = [n for n in LONGEST_FIRST if n in converted] + [
-                    n for n in converted if n not in LONGEST_FIRST]
+                self.queue = sorted(converted, key=lambda n: -TUTORIAL_COST.get(n, TUTORIAL_COST_ELSE))
                 self.converted = converted
         return self.converted
 
