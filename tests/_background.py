@@ -1,8 +1,9 @@
 """The slow work done in other processes, started as soon as the tests are collected: every
 tutorial script, every tutorial as a notebook in a Jupyter kernel, and the figures from an
-installed wheel and from this checkout. They are tasks of one queue (``_Queue``), run one at a
-time on the second core while this process works through the other tests, and two at a time once
-it waits for them (``result``).
+installed wheel and from this checkout (whose continual-learning run test_continual.py
+checks). They are tasks of one queue (``_Queue``), run one at a time on the second core while
+this process works through the other tests, and two at a time once it waits for them
+(``result``).
 
 Only what the collected tests need is started: ``pytest tests/test_fits.py`` starts nothing.
 """
@@ -10,6 +11,7 @@ import asyncio
 import heapq
 import itertools
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -90,8 +92,9 @@ class _Queue:
 
     def _staff(self):
         with self._lock:
-            wanted = min(len(self._heap), 2 if self._wide else 1) - self._workers
-            self._workers += max(wanted, 0)
+            # every worker is busy with a task: as many more as tasks wait, up to the cores
+            wanted = max(min(len(self._heap), (2 if self._wide else 1) - self._workers), 0)
+            self._workers += wanted
         for _ in range(wanted):
             threading.Thread(target=self._work, daemon=True).start()
 
@@ -194,7 +197,7 @@ class _Job:
 class _Tutorials(_Job):
     """Every tutorial run once, headless, each in a process of its own."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, files):
         super().__init__()
         for p in TUTORIALS:
             self.add(p.name, TUTORIAL_COST.get(p.name, TUTORIAL_COST_ELSE),
@@ -244,28 +247,48 @@ def wheel_figures(tmp):
     return out, res.stdout, where, script
 
 
-def checkout_figures(tmp):
-    """``python -m mlp_ref figures --out DIR`` from this checkout, in a process of its own with
-    one BLAS thread (as the wheel's run): the second run of every figure, in another process.
-    Returns (folder of PNGs, stdout)."""
-    out = tmp / "checkout"
-    res = _checked([sys.executable, "-m", "mlp_ref", "figures", "--out", str(out)],
-                   env=tutorial_env(), cwd=tmp)
-    return out, res.stdout
+#: The figures drawn from continual.run() (the figure run of a session that checks that run
+#: but draws no other figure draws only these).
+CONTINUAL_FIGURES = ("continual_tradeoff.png", "continual_steps.png")
 
 
-class _Figures(_Job):
-    """The command ``figures`` twice: from an installed wheel (``wheel_figures``) and from this
-    checkout (``checkout_figures``). ``result()``: {"wheel": {"result": wheel_figures(...)} or
-    {"error": what failed}, "checkout": ...}."""
+def checkout_figures(tmp, names=()):
+    """``python -m mlp_ref figures --out DIR`` from this checkout (``_figures_run.py``: the same
+    ``cli.main``), in a process of its own with one BLAS thread (as the wheel's run): the second
+    run of every figure, in another process; only ``names`` if given. Returns (folder of PNGs,
+    stdout, the ``continual.run()`` its continual figures drew)."""
+    out, run = tmp / "checkout", tmp / "continual.pickle"
+    res = _checked([sys.executable, str(Path(__file__).resolve().parent / "_figures_run.py"),
+                    str(out), str(run), *names], env=tutorial_env(), cwd=tmp)
+    with open(run, "rb") as f:
+        return out, res.stdout, pickle.load(f)
 
-    def __init__(self, folder):
+
+class _Wheel(_Job):
+    """The command ``figures`` from an installed wheel (``wheel_figures``).
+    ``result()``: {"result": wheel_figures(...)} or {"error": what failed}."""
+
+    def __init__(self, folder, files):
         super().__init__()
-        self.add("wheel", 17, lambda: wheel_figures(folder))
-        self.add("checkout", 16, lambda: checkout_figures(folder))
+        self.add("wheel", 20, lambda: wheel_figures(folder))
 
     def result(self):
-        return self.wait()
+        return self.wait()["wheel"]
+
+
+class _Checkout(_Job):
+    """The command ``figures`` from this checkout (``checkout_figures``): every figure when
+    test_figures.py runs, else (test_continual.py alone) only the continual ones.
+    ``result()``: {"result": checkout_figures(...)} or {"error": what failed}."""
+
+    def __init__(self, folder, files):
+        super().__init__()
+        every = "test_figures.py" in files
+        self.add("checkout", 16 if every else 6,
+                 lambda: checkout_figures(folder, () if every else CONTINUAL_FIGURES))
+
+    def result(self):
+        return self.wait()["checkout"]
 
 
 #: ``python -m mlp_ref bench`` on sizes so tiny that only the machinery is measured
@@ -280,7 +303,7 @@ class _Bench(_Job):
     measurements, make it slow to start and light to run.
     ``result()``: (Run, the JSON path)."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, files):
         super().__init__()
         self.path = folder / "bench.json"
         self.add("bench", 3, lambda: _run([sys.executable, "-m", "mlp_ref", *TINY_BENCH, "--json",
@@ -306,7 +329,7 @@ class _Notebooks(_Job):
     EXTRA = ("jupytext", "nbclient", "ipykernel", "nbformat")
     KERNELS = 2
 
-    def __init__(self, folder):
+    def __init__(self, folder, files):
         super().__init__()
         try:
             for module in self.EXTRA:
@@ -379,11 +402,12 @@ class _Notebooks(_Job):
         return {"notebooks": self.converted}
 
 
-#: test file -> (job, how to start it)
-_JOBS = {"test_tutorials.py": ("tutorials", _Tutorials),
-         "test_figures.py": ("figures", _Figures),
-         "test_notebooks.py": ("notebooks", _Notebooks),
-         "test_bench.py": ("bench", _Bench)}
+#: job -> (how to start it, the test files that read it)
+_JOBS = {"tutorials": (_Tutorials, {"test_tutorials.py"}),
+         "wheel": (_Wheel, {"test_figures.py"}),
+         "checkout": (_Checkout, {"test_figures.py", "test_continual.py"}),
+         "notebooks": (_Notebooks, {"test_notebooks.py"}),
+         "bench": (_Bench, {"test_bench.py"})}
 
 _started = {}
 _folders = []
@@ -392,20 +416,24 @@ _results = {}
 
 def start(test_files):
     """Put on the queue the jobs that the collected test files (their names) read."""
-    for file, (name, job) in _JOBS.items():
-        if file in test_files and name not in _started:
-            folder = Path(tempfile.mkdtemp(prefix=f"mlp-ref-{name}-"))
-            _folders.append(folder)
-            _started[name] = job(folder)
+    for name, (job, files) in _JOBS.items():
+        if files & set(test_files):
+            _start(name, set(test_files))
     _QUEUE.go()
+
+
+def _start(name, test_files):
+    if name not in _started:
+        folder = Path(tempfile.mkdtemp(prefix=f"mlp-ref-{name}-"))
+        _folders.append(folder)
+        _started[name] = _JOBS[name][0](folder, test_files)
 
 
 def result(name):
     """The result of a job (started now if it was not: a test run on its own). The test process
     waits from here on, so the background gets its core too (``_Queue.widen``)."""
     if name not in _results:
-        if name not in _started:
-            start({file for file, (job, _) in _JOBS.items() if job == name})
+        _start(name, _JOBS[name][1])
         _QUEUE.widen()
         _results[name] = _started[name].result()
     return _results[name]

@@ -40,7 +40,8 @@ from mlp_ref.setups import seed_setup, visible_setup         # noqa: E402
 #: The test files that read the background jobs' results, in the order they run: after all the
 #: others, so that the jobs have the whole run to finish in (the order of tests is no part of
 #: their meaning: each builds or reads what it needs).
-READ_THE_BACKGROUND = ("test_bench.py", "test_tutorials.py", "test_notebooks.py", "test_figures.py")
+READ_THE_BACKGROUND = ("test_bench.py", "test_tutorials.py", "test_notebooks.py", "test_continual.py",
+                       "test_figures.py")
 
 
 def pytest_collection_modifyitems(session, config, items):

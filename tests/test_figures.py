@@ -17,10 +17,10 @@ from _background import ROOT
 @pytest.fixture(scope="module")
 def runs():
     """(folder of the checkout's run, its progress lines, the wheel's result)."""
-    both = _background.result("figures")
-    assert "error" not in both["checkout"], both["checkout"].get("error")
-    folder, stdout = both["checkout"]["result"]
-    return folder, stdout.splitlines(), both["wheel"]
+    checkout = _background.result("checkout")
+    assert "error" not in checkout, checkout.get("error")
+    folder, stdout, _ = checkout["result"]
+    return folder, stdout.splitlines(), _background.result("wheel")
 
 
 def png_size(path):
