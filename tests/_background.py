@@ -38,8 +38,8 @@ RESET = """import sys
 sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "HideFrameworks"]
 %reset -f"""
 #: CPU seconds of the tutorials that take longest headless, about (measured; the others take
-#: about TUTORIAL_COST_ELSE): the longest start first, as scripts and as notebooks, so that
-#: the last to finish is a short one.
+#: about TUTORIAL_COST_ELSE): the notebooks run the longest first, so that the last to finish
+#: is a short one; the queue weighs the scripts' task by their sum.
 TUTORIAL_COST = {"08_a_real_task.py": 4.5, "06_side_by_side.py": 3.6, "04_layer_splitting.py": 2.2}
 TUTORIAL_COST_ELSE = 0.5
 
@@ -138,14 +138,6 @@ def tutorial_env():
                 PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
 
 
-def headless(path):
-    """The command line of a tutorial; 07 with PyTorch and TensorFlow hidden, as on a machine with
-    only numpy and matplotlib (its run with them is tests/test_frameworks_tutorial.py's)."""
-    if path.name == "07_from_numpy_to_frameworks.py":
-        return [str(Path(__file__).resolve().parent / "_hide_frameworks.py"), str(path)]
-    return [str(path)]
-
-
 @dataclass
 class Run:
     returncode: int
@@ -195,17 +187,27 @@ class _Job:
 
 
 class _Tutorials(_Job):
-    """Every tutorial run once, headless, each in a process of its own."""
+    """Every tutorial run once, headless, each in a process of its own: forked, one after the
+    other, from one that has imported NumPy and mlp_ref once (``_tutorials_run.py``)."""
 
     def __init__(self, folder, files):
         super().__init__()
-        for p in TUTORIALS:
-            self.add(p.name, TUTORIAL_COST.get(p.name, TUTORIAL_COST_ELSE),
-                     lambda p=p: _run([sys.executable, *headless(p)], env=tutorial_env(), cwd=ROOT))
+        self.folder = folder
+        self.add("tutorials", sum(TUTORIAL_COST.get(p.name, TUTORIAL_COST_ELSE) for p in TUTORIALS),
+                 lambda: _run([sys.executable, str(Path(__file__).resolve().parent / "_tutorials_run.py"),
+                               str(folder), *map(str, TUTORIALS)], env=tutorial_env(), cwd=ROOT))
 
     def result(self):
-        """name -> Run."""
-        return {p.name: self.run(p.name) for p in TUTORIALS}
+        """name -> Run (a tutorial that did not run: returncode None, and why in stderr)."""
+        whole = self.run("tutorials")
+        runs = {}
+        for p in TUTORIALS:
+            status, out, err = (self.folder / f"{p.name}.{part}" for part in ("status", "stdout", "stderr"))
+            if status.exists():
+                runs[p.name] = Run(int(status.read_text()), out.read_text(), err.read_text())
+            else:
+                runs[p.name] = Run(None, whole.stdout, f"{p.name} did not run: {whole.stderr}")
+        return runs
 
 
 def wheel_figures(tmp):
