@@ -3,6 +3,7 @@ states a takeaway, leaks no style, and draws exactly the data it is handed."""
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from mlp_ref import fixes, plots
 from mlp_ref.measurements import projection, projection_cost, question
@@ -59,6 +60,21 @@ def test_titles_state_the_data_they_draw(trajectories):
     titles = [ax.get_title() for ax in fig.axes]
     assert "out1 drift on 17 unseen inputs" in titles and "lr = 0.125" in fig.get_suptitle()
     assert not any("256" in t for t in titles)
+
+
+def test_powers_of_ten_are_written_in_unicode_not_mathtext(drift_results, effect):
+    """10^k is written 10⁻³ in plain text, on log axes and in labels: no TeX parser runs to
+    draw a figure (mathtext took a fifth of the drawing)."""
+    style = plots.style
+    assert style.power(-12) == "10⁻¹²" and style.power(3, base=2) == "2³"
+    assert style.sci(1.8e-4) == "1.8×10⁻⁴" and style.sci(-2.5e7) == "−2.5×10⁷"
+    fmt = style.PowerFormatter(base=10, labelOnlyBase=False)
+    assert [fmt(x) for x in (1e-3, 1.0, 100.0, 2e-3)] == ["10⁻³", "10⁰", "10²", "2×10⁻³"]
+    for fig in (plots.drift_vs_lr(drift_results), plots.seed_problem(effect)):
+        fig.draw_without_rendering()                            # the tick labels, as drawn
+        texts = [t.get_text() for t in fig.findobj(Text) if t.get_visible()]
+        assert not [t for t in texts if "$" in t]
+        assert any("10⁻" in t for t in texts)
 
 
 def test_plot_functions_draw_into_given_axes(stages_result, effect, geometry, trajectories,

@@ -11,12 +11,13 @@ import matplotlib
 import numpy as np
 
 from ..measurements.fits import ROUNDOFF
+from .style import power
 
 #: Where a drift of exactly 0.0 is drawn on a log axis, and the top of the round-off band
 #: (``fits.ROUNDOFF``): a value in the band is float64 noise, not a drift.
 ZERO_FLOOR = 1e-19
-#: ROUNDOFF as mathtext, 10^-12
-ROUNDOFF_TEXT = f"$10^{{{int(np.log10(ROUNDOFF))}}}$"
+#: ROUNDOFF as text, 10⁻¹²
+ROUNDOFF_TEXT = power(int(np.log10(ROUNDOFF)))
 
 
 def at_floor(values, floor=ZERO_FLOOR):
@@ -49,7 +50,7 @@ def roundoff_band(ax, floor=ZERO_FLOOR, horizontal=True, label=True):
 def decade_ticks(ax, lo, hi, every=3, axis="y"):
     """Log ticks every ``every`` decades from 10^lo to 10^hi, as 10^k."""
     ticks = [10.0 ** k for k in range(lo, hi + 1, every)]
-    labels = [f"$10^{{{k}}}$" for k in range(lo, hi + 1, every)]
+    labels = [power(k) for k in range(lo, hi + 1, every)]
     (ax.set_yticks if axis == "y" else ax.set_xticks)(ticks, labels)
     (ax.yaxis if axis == "y" else ax.xaxis).set_minor_locator(matplotlib.ticker.NullLocator())
 

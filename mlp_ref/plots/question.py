@@ -11,7 +11,7 @@ import matplotlib
 import numpy as np
 from matplotlib.patches import Rectangle
 
-from .style import (HATCHES, OUT_COLOURS, PALETTE, SETUP_LABELS, STAGE_CMAP, fix_label, new_figure,
+from .style import (HATCHES, OUT_COLOURS, PALETTE, SETUP_LABELS, STAGE_CMAP, fix_label, new_figure, power,
                     num, sci, styled, take_axes)
 
 
@@ -63,7 +63,7 @@ def seed_problem(effect, axes=None):
     a.set_xlabel("sample")
     a.set_ylabel("|change|, log scale")
     decades = int(round(np.log10(effect["ratio"])))
-    a.set_title(f"out1 moves ~$10^{{{decades}}}$\u00d7 less, but not 0")
+    a.set_title(f"out1 moves ~{power(decades)}\u00d7 less, but not 0")
     a.legend(loc="center right")
     fig.suptitle(f"One plain gradient step with G = [0, \u22121] (lr = {effect['lr']:g}): "
                  f"out2 rises as asked, and out1 moves too")
