@@ -64,18 +64,22 @@ class _Queue:
     process (or a few, one after another): one worker while the test process runs its own tests
     on the other core, two once it waits for a result (``widen``). No more processes than
     cores: a dozen at once would only share the two, slow each other's caches down, and take
-    a third of the core the test process needs, niceness or not."""
+    a third of the core the test process needs, niceness or not.
+
+    Tasks that take their work from a list they share (the notebooks' kernels) go last, after
+    every other task whatever its cost: they end together however the work falls between them,
+    so the run does not end with one long task on one core and nothing on the other."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._heap, self._order, self._workers, self._wide = [], itertools.count(), 0, False
         self.running = set()                    # the Popen objects of the tasks under way
 
-    def submit(self, cost, task):
+    def submit(self, cost, task, shares=False):
         """Run ``task()`` (which must not raise) in turn, once ``go`` is called; ``cost``: its
-        CPU seconds, about."""
+        CPU seconds, about; ``shares``: it takes its work from a list other tasks share."""
         with self._lock:
-            heapq.heappush(self._heap, (-cost, next(self._order), task))
+            heapq.heappush(self._heap, (shares, -cost, next(self._order), task))
 
     def go(self):
         """Start the work (after every task of the run is on the queue: the costliest first)."""
@@ -104,7 +108,7 @@ class _Queue:
                 if not self._heap:
                     self._workers -= 1
                     return
-                task = heapq.heappop(self._heap)[2]
+                task = heapq.heappop(self._heap)[-1]
             task()
 
 
@@ -160,7 +164,7 @@ class _Job:
     def __init__(self):
         self.outcome, self._done = {}, {}
 
-    def add(self, key, cost, work):
+    def add(self, key, cost, work, shares=False):
         done = self._done[key] = threading.Event()
 
         def task():
@@ -172,7 +176,7 @@ class _Job:
                 self.outcome[key] = {"error": f"{type(exc).__name__}: {exc}"[-5000:]}
             finally:
                 done.set()
-        _QUEUE.submit(cost, task)
+        _QUEUE.submit(cost, task, shares)
 
     def run(self, key):
         """The Run of the task ``key`` whose work returns one (a failure: a Run with its error)."""
@@ -347,7 +351,7 @@ class _Notebooks(_Job):
         self.missing = None
         self.converted, self.queue, self.lock = None, None, threading.Lock()
         for lane in range(self.KERNELS):
-            self.add(lane, 10, self._lane)
+            self.add(lane, 10, self._lane, shares=True)
 
     def _notebooks(self):
         """The converted notebooks and the list of names to run, made by the first task."""
@@ -427,6 +431,11 @@ def start(test_files):
         if files & set(test_files):
             _start(name, set(test_files))
     _QUEUE.go()
+
+
+def every_test_file():
+    """The names of the test files that read a job."""
+    return set().union(*(files for _, files in _JOBS.values()))
 
 
 def _start(name, test_files):

@@ -37,19 +37,33 @@ from mlp_ref.measurements import splitting, table           # noqa: E402
 from mlp_ref.setups import seed_setup, visible_setup         # noqa: E402
 
 
-#: The test files that read the background jobs' results, in the order they run: after all the
-#: others, so that the jobs have the whole run to finish in (the order of tests is no part of
-#: their meaning: each builds or reads what it needs).
-READ_THE_BACKGROUND = ("test_bench.py", "test_tutorials.py", "test_notebooks.py", "test_continual.py",
-                       "test_figures.py")
+#: The fixtures that read the background jobs' results (test file, fixture), in about the order
+#: the jobs finish: the tests that use one run after all the others, so that the jobs have the
+#: whole run to finish in, and only those, so that little is left to do once the last job is
+#: done (the order of tests is no part of their meaning: each builds or reads what it needs).
+READ_THE_BACKGROUND = (("test_continual.py", "res"), ("test_figures.py", "runs"),
+                       ("test_tutorials.py", "outputs"), ("test_bench.py", "bench_command"),
+                       ("test_notebooks.py", "notebooks"))
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Every other test first, then those of READ_THE_BACKGROUND, each file's tests in order."""
+    """Every test that reads no background job first, then those that do, by READ_THE_BACKGROUND."""
     def late(item):
-        name = item.path.name
-        return READ_THE_BACKGROUND.index(name) + 1 if name in READ_THE_BACKGROUND else 0
+        uses = [i for i, (file, fixture) in enumerate(READ_THE_BACKGROUND, 1)
+                if item.path.name == file and fixture in getattr(item, "fixturenames", ())]
+        return max(uses, default=0)
     items.sort(key=late)                                    # stable: the rest keep their order
+
+
+def pytest_sessionstart(session):
+    """The whole suite (``pytest`` with no arguments, no -k, -m or --lf): every background job
+    starts now, while the tests are collected (3 s of one core), not once they are."""
+    config = session.config
+    whole = (getattr(config, "args_source", None) == pytest.Config.ArgsSource.TESTPATHS
+             and not (config.option.keyword or config.option.markexpr or config.option.deselect
+                      or getattr(config.option, "lf", False)))
+    if whole:
+        _background.start(_background.every_test_file())
 
 
 def pytest_collection_finish(session):

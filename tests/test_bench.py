@@ -24,9 +24,15 @@ def tiny_run(tmp_path_factory):
                            isolate=False, log=lambda message: None, memory_rows=(4, 8))
 
 
-def test_bench_command_prints_the_machine_and_the_table():
-    # python -m mlp_ref bench, run in the background from the collection on (tests/_background.py)
-    run, path = _background.result("bench")
+@pytest.fixture(scope="module")
+def bench_command():
+    """(Run, JSON path) of ``python -m mlp_ref bench``, run in the background from the
+    collection on (tests/_background.py)."""
+    return _background.result("bench")
+
+
+def test_bench_command_prints_the_machine_and_the_table(bench_command):
+    run, path = bench_command
     assert run.returncode == 0, run.stderr[-3000:]
     out, err = run.stdout, run.stderr
     assert out.startswith("BLAS: ")
