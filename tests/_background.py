@@ -1,9 +1,9 @@
-"""The slow work done in other processes, started as soon as the tests are collected: every
-tutorial script, every tutorial as a notebook in a Jupyter kernel, and the figures from an
-installed wheel and from this checkout (whose continual-learning run test_continual.py
-checks). They are tasks of one queue (``_Queue``), run one at a time on the second core while
-this process works through the other tests, and two at a time once it waits for them
-(``result``).
+"""The slow work done in other processes, started as soon as the tests are collected (when the
+whole suite runs, as soon as the session starts: tests/conftest.py): every tutorial script,
+every tutorial as a notebook in a Jupyter kernel, and the figures from an installed wheel and
+from this checkout (whose continual-learning run test_continual.py checks). They are tasks of
+one queue (``_Queue``), run one at a time on the second core while this process works through
+the other tests, and two at a time once it waits for them (``result``).
 
 Only what the collected tests need is started: ``pytest tests/test_fits.py`` starts nothing.
 """
@@ -242,7 +242,8 @@ def wheel_figures(tmp):
     site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
     run(sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
         "--target", str(site), str(src))
-    wheel, = site.glob("mlp_ref-*.dist-info/WHEEL")              # installed from a wheel
+    if not list(site.glob("mlp_ref-*.dist-info/WHEEL")):          # what a wheel's install leaves
+        raise RuntimeError(f"pip did not install mlp_ref from a wheel into {site}")
     # numpy and matplotlib from this interpreter's site-packages: a .pth line adds that folder
     # to sys.path without running its own .pth files (so no editable install of this checkout)
     import matplotlib
@@ -258,8 +259,8 @@ def wheel_figures(tmp):
     return out, res.stdout, where, script
 
 
-#: The figures drawn from continual.run() (the figure run of a session that checks that run
-#: but draws no other figure draws only these).
+#: The figures drawn from continual.run(): all that the checkout's run draws when
+#: test_continual.py runs without test_figures.py.
 CONTINUAL_FIGURES = ("continual_tradeoff.png", "continual_steps.png")
 
 
