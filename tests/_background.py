@@ -222,7 +222,8 @@ def wheel_figures(tmp):
 
     One pip command builds the wheel (setuptools' PEP 517 hook, without build isolation: no
     download) and installs it, as ``pip wheel`` and then ``pip install`` of the wheel would,
-    for the CPU of one pip start less."""
+    for the CPU of one pip start less; it byte-compiles nothing (the one run that follows
+    compiles what it imports)."""
     src, venv, cwd, out = (tmp / name for name in ("src", "venv", "cwd", "out"))
     src.mkdir()
     for name in ("setup.cfg", "pyproject.toml", "README.md"):
@@ -241,7 +242,7 @@ def wheel_figures(tmp):
     python = str(venv / "bin" / "python")
     site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
     run(sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
-        "--target", str(site), str(src))
+        "--no-compile", "--target", str(site), str(src))
     if not list(site.glob("mlp_ref-*.dist-info/WHEEL")):          # what a wheel's install leaves
         raise RuntimeError(f"pip did not install mlp_ref from a wheel into {site}")
     # numpy and matplotlib from this interpreter's site-packages: a .pth line adds that folder
