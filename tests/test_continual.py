@@ -14,6 +14,7 @@ from mlp_ref.measurements import continual
 from mlp_ref.measurements.continual import find
 
 import _background
+from _drawn import cut_off_texts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -310,6 +311,11 @@ def test_tutorial_08_says_what_the_run_does(res):
 
 
 # -- the figures --------------------------------------------------------------------------------
+def test_every_title_and_label_of_the_continual_figures_lies_inside_them(res, cost):
+    for fig in (plots.continual_tradeoff(res), plots.continual_steps(res), plots.continual_cost(cost)):
+        assert cut_off_texts(fig) == []
+
+
 def test_continual_plots_draw_into_given_axes_and_title_their_data(res, cost):
     from matplotlib.figure import Figure
     for plot, arg in ((plots.continual_tradeoff, res), (plots.continual_steps, res),

@@ -9,6 +9,8 @@ from mlp_ref import fixes, plots
 from mlp_ref.measurements import projection, projection_cost, question
 from mlp_ref.setups import G_QUESTION, seed_setup
 
+from _drawn import cut_off_texts
+
 
 @pytest.fixture(scope="module")
 def stages_result():
@@ -53,6 +55,13 @@ def test_every_fix_plot_has_its_axes_and_a_takeaway(drift_results, trajectories,
         assert isinstance(fig, Figure) and len(fig.axes) == n_axes
         assert fig.get_suptitle()                               # every figure states its takeaway
         assert fig.get_figwidth() * fig.dpi >= 1000
+
+
+def test_the_tangent_kernels_labels_lie_inside_the_figure():
+    """Square panels shrink into their cells after the layout: the bottom row's labels used to
+    lose their last 2 pixels."""
+    kernels = [question.tangent_kernel("seed"), question.tangent_kernel("visible")]
+    assert cut_off_texts(plots.tangent_kernel(kernels)) == []
 
 
 def test_titles_state_the_data_they_draw(trajectories):

@@ -90,7 +90,7 @@ def continual_tradeoff(result, axes=None):
     right.set_ylabel(f"mean |change of outputs {OLD[0]}-{OLD[-1]}|\non old test images")
     small, large = (find(result, "project", m) for m in (min(result["memory_sizes"]),
                                                          max(result["memory_sizes"])))
-    right.set_title(f"off the memory, project: {small['drift_mean']:.2g} at m = {small['m']}, "
+    right.set_title(f"project, off the memory: {small['drift_mean']:.2g} at m = {small['m']},\n"
                     f"{large['drift_mean']:.2g} at m = {large['m']}")
     right.grid(True, alpha=0.3)
     right.legend(loc="center left", fontsize=10)

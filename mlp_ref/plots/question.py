@@ -326,6 +326,9 @@ def tangent_kernel(results, axes=None):
 
     def make():
         fig = new_figure(12.5, 3.3 * len(results) + 0.9)
+        # square panels shrink into their cells after the layout is computed: a wider pad
+        # keeps the bottom row's "sample b" inside the figure (at the default it loses 2 px)
+        fig.get_layout_engine().set(h_pad=0.1)
         return fig, fig.subplots(len(results), cols)
     fig, axes = take_axes(axes, len(results) * cols, make)
     for row, res in enumerate(results):
