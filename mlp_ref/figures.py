@@ -183,5 +183,7 @@ def write_all(out="figures", names=None, log=print, fmt="png"):
             _files.write_atomically("out", path,
                                     lambda f: fig.savefig(f, format=fmt, metadata=meta))
             paths.append(path)
-            log(f"[{i}/{len(names)}] {path}  ({time.perf_counter() - t0:.1f} s)")
+            cut = plots.style.cut_off_texts(fig)        # a title or label past the edge: say so
+            log(f"[{i}/{len(names)}] {path}  ({time.perf_counter() - t0:.1f} s)"
+                + (f"  cut off at the figure's edge: {cut}" if cut else ""))
     return paths

@@ -52,6 +52,7 @@ def test_every_figure_is_written(runs):
 
 
 def test_one_progress_line_per_figure_with_its_time(runs):
+    """... and nothing after it: no title, label or note of any figure past its edge."""
     _, lines, _ = runs
     assert len(lines) == len(figures.FIGURES)
     for line, name in zip(lines, figures.FIGURES):

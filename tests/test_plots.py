@@ -57,6 +57,22 @@ def test_every_fix_plot_has_its_axes_and_a_takeaway(drift_results, trajectories,
         assert fig.get_figwidth() * fig.dpi >= 1000
 
 
+def test_a_text_past_the_figures_edge_is_named_and_the_figures_command_says_so(tmp_path, monkeypatch):
+    from mlp_ref import figures
+    from mlp_ref.plots.style import new_figure
+
+    def drawn(title):
+        fig = new_figure(4, 3)
+        fig.subplots().set_title(title)
+        return fig
+    long = "a title far longer than the panel it stands over, " * 3
+    assert cut_off_texts(drawn("short")) == [] and cut_off_texts(drawn(long)) == [long]
+    monkeypatch.setitem(figures.FIGURES, "pareto.png", lambda plots: drawn(long))
+    lines = []
+    figures.write_all(str(tmp_path), names=["pareto.png"], log=lines.append)
+    assert lines[0].endswith(f"  cut off at the figure's edge: {[long]}")
+
+
 def test_the_tangent_kernels_labels_lie_inside_the_figure():
     """Square panels shrink into their cells after the layout: the bottom row's labels used to
     lose their last 2 pixels."""

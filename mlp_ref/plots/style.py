@@ -117,6 +117,26 @@ def plain_powers(fig):
                     formatter.__class__ = PowerFormatter
 
 
+def cut_off_texts(fig):
+    """The texts of ``fig`` that a reader cannot read whole: titles, labels, legends and notes
+    (not tick labels, which matplotlib keeps beyond an axis's limits without drawing them)
+    that do not lie wholly inside the figure, such as a title longer than its panel. Reads the
+    positions of the last draw: call it after ``savefig``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    ticks = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+             for label in axis.get_ticklabels(which="both")}
+    box, out = fig.bbox, []
+    for text in fig.findobj(Text):
+        if text.get_visible() and text.get_text() and id(text) not in ticks:
+            extent = text.get_window_extent(renderer)
+            if min(extent.x0 - box.x0, extent.y0 - box.y0, box.x1 - extent.x1, box.y1 - extent.y1) < 0:
+                out.append(text.get_text())
+    return out
+
+
 def new_figure(width=11.0, height=5.0, dpi=110):
     """A Figure at slide size: 11 in x 110 dpi = 1210 px wide (16:9 slides are >= 1280)."""
     return Figure(figsize=(width, height), dpi=dpi, layout="constrained")
