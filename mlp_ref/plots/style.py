@@ -18,7 +18,9 @@ import re
 
 import matplotlib
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 #: One colour per fix, the same in every figure (Okabe & Ito's colour-blind-safe set, plus a
 #: brown and a grey). naive and masked are neighbours on purpose: in the question they coincide.
@@ -122,9 +124,6 @@ def cut_off_texts(fig):
     (not tick labels, which matplotlib keeps beyond an axis's limits without drawing them)
     that do not lie wholly inside the figure, such as a title longer than its panel. Reads the
     positions of the last draw: call it after ``savefig``."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.text import Text
-
     renderer = FigureCanvasAgg(fig).get_renderer()
     ticks = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
              for label in axis.get_ticklabels(which="both")}
