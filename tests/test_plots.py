@@ -89,7 +89,7 @@ def test_titles_state_the_data_they_draw(trajectories):
 
 def test_powers_of_ten_are_written_in_unicode_not_mathtext(drift_results, effect):
     """10^k is written 10⁻³ in plain text, on log axes and in labels: no TeX parser runs to
-    draw a figure (mathtext took a fifth of the drawing)."""
+    draw a figure."""
     style = plots.style
     assert style.power(-12) == "10⁻¹²" and style.power(3, base=2) == "2³"
     assert style.sci(1.8e-4) == "1.8×10⁻⁴" and style.sci(-2.5e7) == "−2.5×10⁷"
