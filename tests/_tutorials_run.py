@@ -17,6 +17,7 @@ Into OUT it writes NAME.stdout, NAME.stderr and NAME.status for each tutorial.
 import atexit
 import os
 import runpy
+import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -49,8 +50,14 @@ def run_as_script(path):
 
 
 def run(out, path):
-    """Fork, run ``path`` in the child with its output in OUT's files, wait; the status."""
+    """Fork, run ``path`` in the child with its output in OUT's files, wait; the status.
+    Where there is no fork (Windows), a new Python runs it instead."""
     files = {name: out / f"{path.name}.{name}" for name in ("stdout", "stderr")}
+    if not hasattr(os, "fork"):
+        script = [str(Path(__file__).parent / "_hide_frameworks.py")] if path.name == FRAMEWORKS_TUTORIAL else []
+        with open(files["stdout"], "w") as stdout, open(files["stderr"], "w") as stderr:
+            return subprocess.run([sys.executable, *script, str(path)], stdin=subprocess.DEVNULL,
+                                  stdout=stdout, stderr=stderr).returncode
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
