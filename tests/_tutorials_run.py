@@ -24,9 +24,8 @@ from pathlib import Path
 
 import mlp_ref  # noqa: F401  (the import every child would otherwise repeat)
 
+from _background import FRAMEWORKS_TUTORIAL
 from _hide_frameworks import HideFrameworks
-
-FRAMEWORKS_TUTORIAL = "07_from_numpy_to_frameworks.py"
 
 
 def run_as_script(path):
