@@ -4,6 +4,7 @@ figure run from this checkout computed it (``figures.continual_run``, in another
 when the tests were collected, tests/_background.py), so that the suite computes it once."""
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,6 @@ from mlp_ref.measurements import continual
 from mlp_ref.measurements.continual import find
 
 import _background
-from _drawn import cut_off_texts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,12 +74,20 @@ def test_smaller_memories_are_part_of_larger_ones():
 
 # -- the run ----------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
-def res():
+def checkout():
+    """(the PNGs, the progress lines, ``continual.run()``) of the figure run from this checkout,
+    which drew at least the real task's figures (``_background.CONTINUAL_FIGURES``)."""
+    got = _background.result("checkout")
+    assert "error" not in got, got.get("error")
+    folder, stdout, run = got["result"]
+    return folder, stdout.splitlines(), run
+
+
+@pytest.fixture(scope="session")
+def res(checkout):
     """``continual.run()``, from the process that drew continual_tradeoff.png and
     continual_steps.png with it."""
-    checkout = _background.result("checkout")
-    assert "error" not in checkout, checkout.get("error")
-    return checkout["result"][2]
+    return checkout[2]
 
 
 def test_the_run_has_every_fix_and_memory_size(res):
@@ -311,9 +319,14 @@ def test_tutorial_08_says_what_the_run_does(res):
 
 
 # -- the figures --------------------------------------------------------------------------------
-def test_every_title_and_label_of_the_continual_figures_lies_inside_them(res, cost):
-    for fig in (plots.continual_tradeoff(res), plots.continual_steps(res), plots.continual_cost(cost)):
-        assert cut_off_texts(fig) == []
+def test_every_title_and_label_of_the_continual_figures_lies_inside_them(checkout):
+    """The figure run names any text drawn past a figure's edge on that figure's progress line
+    (``plots.style.cut_off_texts``): each of these lines ends with the figure's time."""
+    folder, lines, _ = checkout
+    for name in _background.CONTINUAL_FIGURES:
+        line = next(line for line in lines if line.split()[1].endswith(f"/{name}"))
+        assert re.fullmatch(rf"\[\d+/\d+\] \S+/{re.escape(name)}  \(\d+\.\d s\)", line), line
+        assert (folder / name).exists()
 
 
 def test_continual_plots_draw_into_given_axes_and_title_their_data(res, cost):

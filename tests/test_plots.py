@@ -73,13 +73,6 @@ def test_a_text_past_the_figures_edge_is_named_and_the_figures_command_says_so(t
     assert lines[0].endswith(f"  cut off at the figure's edge: {[long]}")
 
 
-def test_the_tangent_kernels_labels_lie_inside_the_figure():
-    """Square panels shrink into their cells after the layout: the bottom row's labels used to
-    lose their last 2 pixels."""
-    kernels = [question.tangent_kernel("seed"), question.tangent_kernel("visible")]
-    assert cut_off_texts(plots.tangent_kernel(kernels)) == []
-
-
 def test_titles_state_the_data_they_draw(trajectories):
     fig = plots.trajectories(dict(trajectories, n_probe=17, lr=0.125))
     titles = [ax.get_title() for ax in fig.axes]
