@@ -44,8 +44,10 @@ def test_restoring_converges_quadratically_on_the_batch_only(setups):
     assert 1e-2 < h[0] < 3e-2                                            # "about 2e-2"
     assert h[1] < 10 * h[0] ** 2 and h[2] < 10 * h[1] ** 2               # squares each step
     probe = probe_inputs()
-    unseen = np.max(np.abs(stepped(probe)[:, 0] - net(probe)[:, 0]))
-    assert 0.01 < unseen < 0.1                                           # "a few hundredths"
+    projected = net.copy().step(fixes.project(net, X, G_QUESTION), 0.01)
+    before, after = (np.max(np.abs(m(probe)[:, 0] - net(probe)[:, 0])) for m in (projected, stepped))
+    assert 0.01 < before < 0.1 and 0.01 < after < 0.1 and before != after   # "moves but is still
+    #                                                                          a few hundredths"
 
 
 def test_the_gram_trick_and_its_memory(setups):

@@ -37,7 +37,7 @@ out1_ref = net(X)[:, 0]                    # the values to hold on the batch
 # ## 1. The projected direction
 #
 # `fixes.project(net, X, G)` returns $D = g - J_1^\top (J_1 J_1^\top)^{+} J_1 g$, where $J_1$
-# ($n \times P$) is the Jacobian of out1 over the batch. $J_1 D$ is the first-order change of
+# ($n \times P$, $P$ the number of parameters) is the Jacobian of out1 over the batch. $J_1 D$ is the first-order change of
 # out1 along $D$: on the visible setup $J_1 g$ is about 49 (that is what moved out1 in tutorial
 # 02), and $J_1 D$ is round-off, below 1e-12. The part removed, $g - D = J_1^\top \alpha$, is
 # orthogonal to $D$ (their cosine is round-off): $D$ is the orthogonal projection of $g$ onto
@@ -62,11 +62,13 @@ figure("projection_geometry", projection.projection_geometry)      # computed on
 #
 # On the seed network $J_1$ is only $8 \times 26$ (tutorial 02 printed it), so we can build it
 # and project with the pseudo-inverse, $D = g - J_1^{+} J_1 g$ (`np.linalg.pinv(J1)`, which
-# equals $J_1^\top (J_1 J_1^\top)^{+}$ when $J_1$ has full row rank, as here: rank 8). It agrees
+# equals $J_1^\top (J_1 J_1^\top)^{+}$ for every $J_1$, and $J_1^\top (J_1 J_1^\top)^{-1}$ when $J_1$
+# has full row rank, as here: rank 8). It agrees
 # with `fixes.project`, which never builds $J_1$, to round-off: below 1e-12 relative. A warning
 # on the way: `np.linalg.pinv(J1 @ J1.T)` would square $J_1$'s condition number (about 5e5 on
 # this network with its near-identical hidden units) and agree only to about 1e-7; that is why
-# `fixes.project` refines its solve once on such a network (see its docstring).
+# `fixes.project` refines its solve once by default (`refine=1`; `fixes.nullspace`'s docstring
+# says what a pass buys).
 
 # %%
 seed_net, seed_X, _ = seed_setup()
@@ -98,9 +100,9 @@ steps = {name: drift.one_step(name, rules=["naive", "project"], lrs=LRS, slope_m
          for name in ("seed", "visible")}
 for name, res in steps.items():
     print(f"\n{name}: max |change of out1| on the batch after one step")
-    print(f"  {'lr':>6} {'naive':>11} {'project':>11}")
+    print(f"  {'lr':>8} {'naive':>11} {'project':>11}")
     for i, lr in enumerate(LRS):
-        print(f"  {lr:6.0e} {res['naive']['drift_batch'][i]:11.3e} "
+        print(f"  {lr:8.2e} {res['naive']['drift_batch'][i]:11.3e} "
               f"{res['project']['drift_batch'][i]:11.3e}")
     print(f"  fitted log-log slopes: naive "
           f"{fits.loglog_slope(LRS, res['naive']['drift_batch']):.2f}, project "
@@ -132,8 +134,9 @@ for name, res in steps.items():
 # the smallest step that cancels the residual to first order, repeated with $J_1$ recomputed. Near the constraint each step
 # squares the residual (Gauss-Newton converges quadratically): after one projected step at
 # lr = 0.01 on the visible setup, three restoring steps take it from about 2e-2 to round-off
-# (below 1e-12, restore's tolerance). Off the batch nothing is restored: the drift on unseen
-# inputs stays at a few hundredths, O(lr).
+# (below 1e-12, restore's tolerance). Off the batch restoring promises nothing: the drift on
+# unseen inputs, a few hundredths after the projected step, moves but is still a few hundredths
+# after restoring, O(lr).
 
 # %%
 stepped = net.copy().step(D, 0.01)
@@ -141,7 +144,9 @@ report = fixes.restore(stepped, X, out1_ref)
 print(report)
 print("max |out1 - out1_ref| before each restoring step and after the last:",
       ", ".join(f"{r:.1e}" for r in report.history))
-print(f"on unseen inputs after restoring: max |change of out1| = "
+projected = net.copy().step(D, 0.01)
+print(f"on unseen inputs: max |change of out1| after the projected step "
+      f"{np.max(np.abs(projected(PROBE)[:, 0] - net(PROBE)[:, 0])):.3f}, after restoring "
       f"{np.max(np.abs(stepped(PROBE)[:, 0] - net(PROBE)[:, 0])):.3f}")
 
 # %% [markdown]
@@ -150,7 +155,8 @@ print(f"on unseen inputs after restoring: max |change of out1| = "
 # Everything above needs only three things: $J_1 J_1^\top$ ($n \times n$), $J_1 D$ and
 # $J_1^\top \alpha$. Per layer, row $i$ of $J_1$ is $a_{l-1,i} \otimes s_{l,i}$ (an outer
 # product) for the weights and $s_{l,i}$ for the bias, where $s_{l,i}$ is sample $i$'s backprop
-# signal $dz_l$ for $G = e_1$ (1 on out1, 0 elsewhere) and $a_{l-1,i}$ the layer's input. So
+# signal $dz_l$ for $G = e_1$ (1 on out1, 0 elsewhere) and $a_{l-1,i}$ the layer's input. With
+# $S_l$ and $A_{l-1}$ the matrices whose rows are the $s_{l,i}$ and the $a_{l-1,i}$,
 #
 # $$J_1 J_1^\top = \sum_l (S_l S_l^\top) \odot (A_{l-1} A_{l-1}^\top + 1),$$
 #

@@ -33,8 +33,8 @@ def pct(x):
 # %% [markdown]
 # ## 1. The data and the first task
 #
-# `data.digits()` splits the 1,797 handwritten digits of UCI's optdigits (8 × 8 pixels, each
-# 0 to 16, shipped with the package under CC BY 4.0) into a training and a test set, a third of
+# `data.digits()` splits the 1,797 handwritten digits of the test set of UCI's optdigits
+# (`optdigits.tes`: 8 × 8 pixels, each 0 to 16, shipped with the package under CC BY 4.0) into a training and a test set, a third of
 # each digit for testing. Inputs are centred by the mean old training image and divided by 16.
 # The network learns digits 0-4 from one-hot targets over all ten outputs with the package's
 # own MSE: 60 full-batch steps, lr 2. Accuracy is read class-incrementally, the argmax over all
@@ -104,10 +104,10 @@ for run in (freeze, towers):
 # outputs 0-4 on the $m$ memory images ($5m$ rows). On the memory the outputs drift only by the
 # $O(\eta^2)$ terms, accumulated (7e-03 at $m = 8$), and restoring after each step brings that
 # to round-off (below 1e-12). Off the memory is another matter: with $m = 8$ the old test
-# images drift by 0.15 on average, hardly less than naive's 0.22, and 48% stay right; with
+# images drift by 0.15 on average, not much less than naive's 0.22, and 48% stay right; with
 # $m = 32$, 0.058 and 84%; with $m = 128$, 0.0026 and 89%, at 85% on the new digits. The
 # constraints hold where they are imposed; off the memory they hold as well as the memory
-# covers the old digits. Restoring changes nothing off the memory (the same drift, to 1%).
+# covers the old digits. Restoring changes almost nothing off the memory (the same drift, to 1%).
 
 # %%
 for m in result["memory_sizes"]:
@@ -123,11 +123,11 @@ for m in continual.RESTORE_SIZES:
 # ## 6. Span projection: when the memory spans a layer, the layer freezes
 #
 # `span_project` (GPM) projects each layer's update off the span of that layer's inputs on the
-# memory, $[a_{l-1}, 1]$: the memory's outputs cannot move at all, at any $\eta$. But once the
+# memory, $[a_{l-1}, 1]$: the memory's outputs move only by round-off, at any $\eta$. But once the
 # memory's inputs to a layer span all of its dimensions, nothing is left to train there. With
 # $m = 128$ the ranks are 54, 65, 65 of 65: layers 2 and 3 are spanned (layer 1 nearly: the
-# old digits leave a few pixels blank), and the run is freezing's, step for step (the same test
-# accuracies at all 21 points). Smaller memories leave room to learn, and drift off the memory
+# old digits leave a few pixels blank, and it still trains a little), and the run's accuracies
+# are freezing's, step for step (the same test accuracies at all 21 points). Smaller memories leave room to learn, and drift off the memory
 # accordingly: with $m = 32$, 89% of the old digits and 81% of the new.
 
 # %%
@@ -161,7 +161,8 @@ for m in result["memory_sizes"]:
 # ## 8. What holding $5m$ constraints costs
 #
 # Projection solves an $n \times n$ system, $n = 5m$: the Gram $J J^\top$ holds $8 n^2$ bytes
-# (50 MiB at $m = 512$), and the reference's rank-revealing eigendecomposition takes $n^3$ time;
+# (50 MiB at $m = 512$), and the reference's rank-revealing eigendecomposition takes $n^3$ time
+# (which takes over from the Gram's $n^2$ products only at the largest sizes of the sweep);
 # the fast tier factorises the Gram once by Cholesky, shifted so that the factorisation's
 # success proves full rank (no eigenvalue needed), also $n^3$ but with a smaller constant. The
 # cost sweep shipped with the package (`python -m mlp_ref.measurements.continual`, on this
