@@ -103,13 +103,28 @@ def backprop(net, z, a, Gs, grads=True, signals=False):
 def gradient(net, X, G):
     """sum_i G_i . dO_i/dtheta as a dict like params: bit for bit the reference's
     ``net.backward(net.forward(X), G).grads``, at about half its peak memory (for
-    [784, 512, 512, 10] in float64: 6 MiB instead of 13)."""
+    [784, 512, 512, 10] in float64: 6 MiB instead of 13).
+
+    Refused as the reference refuses it when the backward pass overflows (a G too large for
+    the dtype, say): the gradient is checked finite at the end, and the reference's own pass
+    then names the culprit. (The reference also refuses an overflow of dL/dX alone, which
+    the fast tier never computes.)"""
     if not isinstance(net, MLP):
         return fixes.naive(net, X, G)                 # composed models: the reference
     z, a = forward(net, X)
     n, K = a[net.depth].shape
     G = _checks.rows_or_vector("G", G, net.dtype, n, K)
-    return backprop(net, z, a, G[None])[0]
+    with np.errstate(over="ignore", invalid="ignore"):    # an overflow is reported below
+        grads = backprop(net, z, a, G[None])[0]
+    if not all_finite(grads):
+        net.backward(net.forward(X), G)               # the reference's message: G, or the parameters
+    return grads
+
+
+def all_finite(arrays):
+    """Every array of the dict finite. An array is finite exactly when its smallest and largest
+    entries are (a NaN anywhere makes both NaN): two reductions, no array of booleans."""
+    return all(np.isfinite(v.min()) and np.isfinite(v.max()) for v in arrays.values())
 
 
 # -- the step ----------------------------------------------------------------------------------
@@ -141,8 +156,7 @@ def step(net, D, lr):
     and copies them in. Here: new = lr * D and new = theta - new in two ``out=`` passes into
     kept buffers (same bits: lr * D, then the difference); D is checked finite through the new
     values, which are finite only if D is (its own check runs only on failure, for the
-    message); and an array is finite exactly when its smallest and largest entries are (a NaN
-    anywhere makes both NaN): two reductions, no array of booleans.
+    message), by ``all_finite``: two reductions an array, no array of booleans.
     """
     lr = check_lr(lr, fixes.check_net(net).dtype)
     checked = _checks.param_dict("D", D, net.param_shapes, net.dtype, finite=False)
@@ -152,8 +166,8 @@ def step(net, D, lr):
         for key, d in checked.items():
             np.multiply(d, lr, out=new[key])
             np.subtract(net.params[key], new[key], out=new[key])
-    broken = [key for key, v in new.items() if not (np.isfinite(v.min()) and np.isfinite(v.max()))]
-    if broken:
+    if not all_finite(new):
+        broken = [key for key in new if not all_finite({key: new[key]})]
         checked = _checks.param_dict("D", D, net.param_shapes, net.dtype)   # NaN/inf in D: say so
         raise overflow_error(broken, lr, checked)
     for key, v in new.items():
@@ -446,7 +460,8 @@ REFINE_DIRECTION_ABOVE_COND = 1e4
 
 def certify(gram, rcond):
     """(L, sigma, beta, trace) with L L^T = gram - sigma I (in floating point) when that proves
-    lam_min(gram) > rcond * lam_max(gram); None when the factorisation fails.
+    lam_min(gram) > rcond * lam_max(gram) (and > the smallest normal number); None when the
+    factorisation fails.
 
     The inequality (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., ch. 10,
     Thm 10.3; the argument of Rump, "Verification of positive definiteness", BIT 46, 2006).
@@ -466,10 +481,11 @@ def certify(gram, rcond):
         lam_min(gram) >= sigma - beta,   beta = (u + gamma_{n+2} / (1 - gamma_{n+2})) T + n (n + 2) eta
 
     (eta, the smallest subnormal: what underflow can add to each of the n + 2 roundings of an
-    entry). With sigma = rcond T + 2 beta: lam_min(gram) >= rcond T + beta > 0, so gram is
-    positive definite, lam_max(gram) <= trace(gram) <= T, and lam_min(gram) > rcond lam_max:
-    no eigenvalue under the reference's cut-off. The margin beta >= (n + 2) u trace(gram)
-    also exceeds, in practice, the error of the reference's computed eigenvalues (LAPACK
+    entry). With sigma = max(rcond T, tiny) + 2 beta (tiny: the smallest normal number, the
+    reference's other cut-off): lam_min(gram) >= max(rcond T, tiny) + beta > 0, so gram is
+    positive definite, lam_max(gram) <= trace(gram) <= T, and lam_min(gram) > rcond lam_max and
+    > tiny: no eigenvalue under the reference's cut-offs (``kept_eigenvalues``). The margin
+    beta >= (n + 2) u trace(gram) also exceeds, in practice, the error of the reference's computed eigenvalues (LAPACK
     bounds it by p(n) u ||gram||_2 with p a modest function of n, not stated), so that the
     reference finds the same rank: the tests check it, the inequality does not.
 
@@ -499,7 +515,7 @@ def certify(gram, rcond):
         # gamma_{n-1}, so that the rounding of this division cannot take T under the trace
         trace = float(diag.sum(dtype=dtype)) / (1 - gamma(n + 1))
     beta = (u + gamma(n + 2) / (1 - gamma(n + 2))) * trace + n * (n + 2) * float(finfo.smallest_subnormal)
-    sigma = float(rcond) * trace + 2 * beta         # its roundings: far inside the margin beta
+    sigma = max(float(rcond) * trace, float(finfo.tiny)) + 2 * beta   # its roundings: far inside beta
     if not (np.isfinite(sigma) and 0 < gamma(n + 2) < 1):
         return None
     sigma = dtype.type(sigma)                       # what is subtracted (its rounding: far inside beta)
@@ -718,9 +734,13 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     E = {l: dz[l] - weighted for l, weighted in J.weighted_signals(alpha)}   # dz_l - sum_j alpha_j S_l,j
     del dz
     if ill:
-        return _refine(J, solve, J.from_signals(E), refine)
-    J.signals = None              # frees the stacked signals: D needs only E_l and the inputs
-    return J.from_signals(E)
+        D = _refine(J, solve, J.from_signals(E), refine)
+    else:
+        J.signals = None          # frees the stacked signals: D needs only E_l and the inputs
+        D = J.from_signals(E)
+    if not all_finite(D):         # G's signals overflowed: the reference says so, as for gradient
+        return fixes.project(net, X, G, keep, keep_X, rcond, refine)
+    return D
 
 
 def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):

@@ -73,6 +73,9 @@ def check_trainable(net, trainable):
         raise TypeError(f"trainable: expected a list of parameter names from {list(net.params)}, "
                         f"got {_checks.describe(trainable)}")
     trainable = list(trainable)
+    if not all(isinstance(k, str) for k in trainable):
+        raise TypeError(f"trainable: expected parameter names (strings) from {list(net.params)}, "
+                        f"got {trainable!r}")
     unknown = [k for k in trainable if k not in net.params]
     if unknown:
         raise ValueError(f"trainable: unknown parameter names {unknown}; "
@@ -221,7 +224,12 @@ def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
     out = net(X)
     ref = out[:, keep] if ref is None else check_ref(ref, X.shape[0], keep, net.dtype)
     G_total = np.array(G)
-    G_total[:, keep] += lam * (out[:, keep] - ref)
+    with np.errstate(over="ignore", invalid="ignore"):
+        G_total[:, keep] += lam * (out[:, keep] - ref)
+    if not np.isfinite(G_total).all():
+        raise ValueError(f"lam: expected a weight for which G + lam * (O_keep - ref) stays finite "
+                         f"in {net.dtype}, got lam = {lam:.3g} (max |O_keep - ref| = "
+                         f"{float(np.abs(out[:, keep] - ref).max()):.3g})")
     return net.gradient(X, G_total)
 
 

@@ -36,6 +36,8 @@ def check_keep(keep, K, name="keep"):
     """``keep`` as a list of distinct output indices in range(K), non-empty."""
     if isinstance(keep, (int, np.integer)) and not isinstance(keep, bool):
         keep = [keep]
+    if isinstance(keep, np.ndarray) and keep.ndim == 0:       # np.array(0): one index, as 0 is
+        keep = [keep.item()]
     if isinstance(keep, (str, bytes, dict)) or not hasattr(keep, "__iter__"):
         raise TypeError(f"{name}: expected a list of output indices, got {_checks.describe(keep)}")
     keep = list(keep)
@@ -253,8 +255,9 @@ def default_rcond(m, dtype):
 class GramSolver:
     """alpha = gram^+ rhs for a symmetric positive semi-definite gram: the pseudo-inverse.
 
-    gram = V diag(lam) V^T (eigendecomposition). Eigenvalues above ``rcond * max(lam)`` are
-    inverted, the rest are treated as exactly zero: this is what makes redundant constraints
+    gram = V diag(lam) V^T (eigendecomposition). Eigenvalues above ``rcond * max(lam)`` (and
+    above the smallest normal number: ``kept_eigenvalues``) are inverted, the rest are treated
+    as exactly zero: this is what makes redundant constraints
     (duplicate rows, dead ReLU units, more constraints than parameters) harmless, since
     their directions are simply not in the row space. Then gram^+ = V diag(1/lam kept) V^T.
 
@@ -282,9 +285,15 @@ class GramSolver:
 
 
 def kept_eigenvalues(lam, rcond):
-    """Which eigenvalues (ascending) count as nonzero: those above rcond * the largest."""
+    """Which eigenvalues (ascending) count as nonzero: those above rcond * the largest, and
+    above the dtype's smallest normal number. Below that the Gram's products have underflowed
+    (a saturated output: a sigmoid at 1e-22 in float32 has Jacobian rows of 1e-22, and their
+    products, 1e-44, are subnormal), so such a constraint is numerically zero, and its 1/lambda
+    would overflow."""
     m = len(lam)
-    return lam > rcond * lam[-1] if m and lam[-1] > 0 else np.zeros(m, dtype=bool)
+    if not (m and lam[-1] > 0):
+        return np.zeros(m, dtype=bool)
+    return lam > max(rcond * lam[-1], np.finfo(lam.dtype).tiny)
 
 
 def tangent_kernel_by_layer(net, X, i=0, j=1):
@@ -302,6 +311,8 @@ def tangent_kernel_by_layer(net, X, i=0, j=1):
     -------
     dict: layer l -> ndarray (n, n), and "total" -> their sum, J_i J_j^T.
     """
+    K = net.sizes[-1]
+    i, j = (check_keep([k], K, name)[0] for k, name in ((i, "i"), (j, "j")))
     jac = OutputJacobian(net, X, keep=[i, j] if i != j else [i])
     a, b = (0, 1) if i != j else (0, 0)
     kernels = jac.input_kernels()

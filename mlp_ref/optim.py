@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _checks
+from .fixes import check_net
 
 ORDERS = ("update", "gradient")
 
@@ -103,10 +104,16 @@ class Optimizer:
         everything, writability included, before its first change), so a rejected call
         changes neither the optimizer nor the network.
         """
-        shapes = {k: v.shape for k, v in net.params.items()}
-        _checks.param_dict("D", D, shapes, getattr(net, "dtype", np.float64))
+        net = check_net(net)
+        _checks.param_dict("D", D, net.param_shapes, net.dtype)
+        first = self.shapes is None
         U, commit = self._prepare(D)
-        net.step(U, 1.0)
+        try:
+            net.step(U, 1.0)
+        except Exception:
+            if first:           # forget the shapes this first direction fixed: nothing happened
+                self.reset()
+            raise
         commit()
         return U
 

@@ -150,6 +150,8 @@ BAD_INPUTS = [
     ("masked mask values", lambda: fixes.masked(NET, X, G, [0.5, 1]), ValueError, r"mask:"),
     ("freeze unknown name", lambda: fixes.freeze(NET, X, G, trainable=["W3"]), ValueError, r"trainable:"),
     ("freeze not a list", lambda: fixes.freeze(NET, X, G, trainable=3), TypeError, r"trainable:"),
+    ("freeze nested list", lambda: fixes.freeze(NET, X, G, trainable=[["W2"]]), TypeError,
+     r"trainable: expected parameter names \(strings\)"),
     ("project keep empty", lambda: fixes.project(NET, X, G, keep=[]), ValueError, r"keep:"),
     ("project keep range", lambda: fixes.project(NET, X, G, keep=[2]), ValueError, r"keep:"),
     ("project keep negative", lambda: fixes.project(NET, X, G, keep=[-1]), ValueError, r"keep:"),
@@ -159,6 +161,14 @@ BAD_INPUTS = [
     ("project rcond", lambda: fixes.project(NET, X, G, rcond=-1.0), ValueError, r"rcond:"),
     ("project refine", lambda: fixes.project(NET, X, G, refine=-1), ValueError, r"refine:"),
     ("penalty lam", lambda: fixes.penalty(NET, X, G, lam=-1.0), ValueError, r"lam:"),
+    ("penalty lam overflows float32", lambda: fixes.penalty(
+        mr.MLP([3, 4, 2], dtype=np.float32), X, G, lam=1e39), ValueError,
+     r"lam: expected a weight for which G \+ lam \* \(O_keep - ref\) stays finite in float32"),
+    ("tangent kernel j", lambda: mr.jacobian.tangent_kernel_by_layer(NET, X, 0, 2), ValueError,
+     r"j: output index 2 out of range"),
+    ("tangent kernel i", lambda: mr.jacobian.tangent_kernel_by_layer(NET, X, True, 1), TypeError, r"i: "),
+    ("apply to a non-model", lambda: optim.SGD(0.1).apply("net", fixes.naive(NET, X, G)), TypeError,
+     r"net: expected a model of mlp_ref"),
     ("penalty ref shape", lambda: fixes.penalty(NET, X, G, ref=np.zeros(3)), ValueError, r"ref:"),
     ("penalty ref NaN", lambda: fixes.penalty(NET, X, G, ref=np.full(8, np.nan)), ValueError, r"ref:"),
     ("span keep", lambda: fixes.span_project(NET, X, G, keep=[5]), ValueError, r"keep:"),
@@ -187,6 +197,9 @@ def test_bad_input_names_the_argument(call, exc, pattern):
 
 
 def test_good_unusual_inputs_are_accepted():
+    # a 0-d array as keep, as 0 itself
+    by_array, by_int = fixes.project(NET, X, G, keep=np.array(0)), fixes.project(NET, X, G, keep=0)
+    assert all(np.array_equal(by_array[k], by_int[k]) for k in by_int)
     # NumPy ints for sizes and seed, tuples, integer and bool arrays as X, one-row batches
     net = mr.MLP((np.int64(3), np.int32(4), 2), seed=np.uint8(3))
     assert net.sizes == [3, 4, 2] and type(net.sizes[0]) is int

@@ -467,6 +467,13 @@ def test_the_fast_tier_takes_every_model_and_refuses_anything_else():
 
 
 def test_the_fast_tier_blames_what_the_reference_blames():
+    for dtype, big in ((np.float32, 1e38), (np.float64, 1e308)):    # the backward pass overflows
+        net, X = mr.MLP([3, 4, 2], dtype=dtype), np.ones((5, 3))
+        G = np.full((5, 2), big)
+        for call in (fast.gradient, fixes.naive, fast.project, fixes.project,
+                     lambda net, X, G: fast.project(net, X, G, keep_X=X[:2])):
+            with pytest.raises(ValueError, match=r"^G: expected values for which the backward pass"):
+                call(net, X, G)
     net = mr.MLP([3, 4, 2], seed=0)
     X = np.full((4, 3), 1e160)                     # a0 a0^T overflows in the Gram
     for project in (fast.project, fixes.project):
@@ -478,3 +485,23 @@ def test_the_fast_tier_blames_what_the_reference_blames():
         with pytest.raises(ValueError, match="^ref: "):
             restore(net, X, np.full(len(X), 1e306))
         assert all(np.array_equal(net.params[k], before[k]) for k in before)
+
+
+@pytest.mark.parametrize("dtype, w, b", [(np.float32, 100.0, -50.0), (np.float64, 800.0, -360.0)])
+def test_a_saturated_output_whose_gram_underflows_is_held_as_numerically_zero(dtype, w, b):
+    """out1 = sigmoid(-50) = 2e-22 in float32 (e^-360 in float64): its Jacobian rows are that
+    small, their products in J J^T subnormal, and 1 / lambda would overflow. Both tiers treat
+    such a constraint as zero (``jacobian.kept_eigenvalues``) and agree with the dense
+    pseudo-inverse, which never squares J; before, the reference blamed D for a NaN and the
+    fast tier returned it."""
+    net = mr.MLP([1, 2], output="sigmoid", init_std=0.0, dtype=dtype)
+    net.params["W1"][:] = [[w, 0.0]]
+    net.params["b1"][:] = [b, 0.0]
+    G = [0.0, -1.0]
+    for X in ([[0.0], [1.0]], [[0.0]]):                   # out1 = 1.0 exactly on the second row
+        gram = mr.jacobian.OutputJacobian(net, X).gram()
+        assert 0 < np.abs(gram).max() < np.finfo(dtype).tiny
+        ref, quick, dense = (f(net, X, G) for f in (fixes.project, fast.project, fixes.project_dense))
+        for k in ref:
+            assert np.isfinite(ref[k]).all() and np.array_equal(ref[k], quick[k])
+            assert np.array_equal(ref[k], dense[k])

@@ -270,3 +270,18 @@ def test_a_rejected_call_changes_nothing(seed):
         opt.apply(net, other.gradient(X, G_QUESTION))
     assert all(np.array_equal(opt.v[k], v_before[k]) for k in D)
     assert all(np.array_equal(net.params[k], params_before[k]) for k in D)
+
+
+def test_a_first_call_the_network_refuses_fixes_nothing(seed):
+    """A first ``apply`` refused by the network (a read-only parameter) leaves the optimizer as
+    new: no shapes fixed, so it serves a network of another size next."""
+    net, X = seed
+    read_only = net.copy()
+    read_only.params["W1"].setflags(write=False)
+    opt = optim.Adam(0.01)
+    with pytest.raises(ValueError, match=r"^net: parameters \['W1'\] are read-only"):
+        opt.apply(read_only, read_only.gradient(X, G_QUESTION))
+    assert opt.t == 0 and opt.m is None and opt.shapes is None
+    other = mr.MLP([3, 5, 2])
+    opt.apply(other, other.gradient(X, G_QUESTION))
+    assert opt.t == 1 and opt.shapes == {k: v.shape for k, v in other.params.items()}
