@@ -111,7 +111,7 @@ def masked(net, X, G, mask):
     mask : array_like of 0/1, shape (K,) or (n, K)
 
     A 0 in the mask zeroes that column of G, so that output contributes nothing to the
-    gradient. In the question, G's column 1 is *already* zero: masked(mask=[0, 1]) equals
+    gradient. In the question, G's column 0 (out1's) is *already* zero: masked(mask=[0, 1]) equals
     naive exactly, and out1 still drifts O(lr) whenever shared parameters move. A mask is
     the tool for a missing label, not for invariance.
     """
@@ -209,7 +209,9 @@ def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
     The penalty's own output gradient is lam * (O_keep - ref), so we simply add it to G's
     kept columns and backpropagate once. At the start O_keep = ref: the first step equals
     the naive one. Over many steps it is a restoring force that grows with the drift,
-    never a guarantee: the drift settles where lam * drift balances the pull of G.
+    never a guarantee: it pulls back only the patterns of drift that the kept outputs'
+    Jacobian reaches (on the visible setup, saturated after some steps, out1's mean over the
+    batch and not its spread: tutorial 06).
 
     Stability: near ref, a step of size lr multiplies the residual O_keep - ref by
     I - lr * lam * J J^T, which shrinks it only while lr * lam * lambda_max(J J^T) < 2

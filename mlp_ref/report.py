@@ -86,9 +86,11 @@ def format_replay(rows, precision=4):
                 lines.append(f"{by_op:{width}} = {d:.3e}   -> {verdict}")
                 lines.append(f"{since:{width}} = {np.max(np.abs(r['d_out1_start'])):.3e}")
             lines.append("")
-    lines.append("Verdict: the mask alone does not hold out1. train_op2 keeps it fixed only because "
-                 "var_list = [W2, b2] also freezes the shared layer W1, b1; the same masked loss "
-                 "on all variables moves out1.")
+    lines.append("Verdict: the mask alone does not hold out1, nor does var_list alone. train_op2 "
+                 "keeps it fixed because var_list = [W2, b2] freezes the shared layer W1, b1 and "
+                 "the mask zeroes out1's column of G, so out1's own weights get no gradient; "
+                 "train_op12 (the same var_list, no mask) and the masked loss on all variables "
+                 "both move out1.")
     return "\n".join(lines)
 
 

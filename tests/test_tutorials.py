@@ -281,7 +281,7 @@ def test_02_prints_each_layers_share_and_the_dense_jacobian(outputs, setups):
     net, X, _ = setups["seed"]
     J1 = jacobian.dense_rows(net, X, keep=[0])
     column = jacobian.unflatten(np.arange(26), net.params)
-    out2s_own = [*column["W2"][:, 1], column["b2"][1]]
+    out2s_own = [int(c) for c in (*column["W2"][:, 1], column["b2"][1])]
     zero_columns = int(np.sum(np.all(J1[:, out2s_own] == 0.0, axis=0)))
     assert f"(columns {out2s_own}) that are exactly 0 in every row: {zero_columns} of 5" in out
     assert out.count("equal to tangent_kernel_by_layer to ") == 2
@@ -328,7 +328,7 @@ def test_06_prints_the_table_the_penalty_limit_and_the_measured_guarantees(outpu
     assert report.format_table(list(question_table.values())) in out
     for name, (net, X, _) in setups.items():
         limit = fixes.penalty_limit(net, X) / LR[name]
-        assert f"stable while lam < {limit:.2f} at lr {LR[name]}" in out
+        assert f"linearised limit: lam < {limit:.2f} at lr {LR[name]}" in out
     assert report.format_guarantees(guarantees) in out
 
 

@@ -63,11 +63,14 @@ print(f"\nby hand: X[0] @ W1[:, 0] + b1[0] = {X[0] @ net.params['W1'][:, 0] + ne
 # line of the forward pass, in reverse:
 #
 # $$dz_2 = G, \quad dW_2 = a_1^\top dz_2, \quad db_2 = \textstyle\sum_i dz_{2,i}, \quad
-#   da_1 = dz_2 W_2^\top, \quad dz_1 = da_1 \odot \sigma'(z_1), \quad dW_1 = X^\top dz_1.$$
+#   da_1 = dz_2 W_2^\top, \quad dz_1 = da_1 \odot \sigma'(z_1), \quad dW_1 = X^\top dz_1, \quad
+#   db_1 = \textstyle\sum_i dz_{1,i}$$
+#
+# (and $da_0 = dz_1 W_1^\top$, $\partial L / \partial X$, which no parameter needs).
 #
 # $G = \partial L / \partial O$ for every row: 0 for out1 (leave it alone), $-1$ for out2 (a
 # step against the gradient raises it). The parameter gradients are
-# $g = \sum_i G_i \, \partial O_i / \partial \theta$. The figure shows every stage as a heatmap.
+# $g = \sum_i \sum_k G_{ik} \, \partial O_{ik} / \partial \theta$ (sample $i$, output $k$). The figure shows every stage as a heatmap.
 
 # %%
 back = net.backward(record, G_QUESTION)

@@ -41,10 +41,10 @@ print("G =", G_QUESTION, "for every row")
 # ## 2. One naive step: out2 rises, and out1 moves
 #
 # One plain gradient step $\theta \leftarrow \theta - \eta\, g$ with
-# $g = \sum_i G_i\, \partial O_i/\partial\theta$ (what `loss.backward()` and an optimizer's step
+# $g = \sum_i \sum_k G_{ik}\, \partial O_{ik}/\partial\theta$ (sample $i$, output $k$: what `loss.backward()` and an optimizer's step
 # do). On the seed setup out2 rises by about 1.5 on average, and out1 moves by at most about
 # 2e-4: small, but not zero. On the visible setup out2 rises by about 1.4, and out1 moves by up
-# to about 0.4: more than a quarter of what out2 gained, although $G$ asked for no change of out1
+# to about 0.4: up to about a quarter of what out2 gained (a fifth on average), although $G$ asked for no change of out1
 # at all. The figure shows the visible setup.
 
 # %%
@@ -81,14 +81,15 @@ for key, value in net.params.items():
     show(f"J1, the columns of {key}", J1[:, start:start + value.size], precision=3)
     start += value.size
 column = jacobian.unflatten(np.arange(net.n_params), net.params)     # parameter -> column of J1
-out2s_own = [*column["W2"][:, 1], column["b2"][1]]
+out2s_own = [int(c) for c in (*column["W2"][:, 1], column["b2"][1])]
 print(f"\ncolumns of W2[:, 1] and b2[1] (columns {out2s_own}) that are exactly 0 in every row: "
       f"{np.count_nonzero(np.all(J1[:, out2s_own] == 0.0, axis=0))} of {len(out2s_own)}")
 
 # %% [markdown]
 # ## 4. Why: the cross-output tangent kernel
 #
-# With $G$'s out1 column zero, $g = J_2^\top G_2$, so out1 moves by
+# With $G$'s out1 column zero ($G_1 = 0$, and $G_2 = G[:, 1]$, the column of $-1$s), $g = J_2^\top G_2$,
+# so out1 moves by
 #
 # $$\Delta \mathrm{out}_1 \approx -\eta\, J_1 g = -\eta\, K_{12}\, G_2, \qquad K_{12} = J_1 J_2^\top \;(n \times n),$$
 #

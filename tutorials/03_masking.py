@@ -6,8 +6,9 @@
 # $G = [0, -1]$: "raise out2, leave out1 alone". A gradient step raises out2, but out1 moves
 # too. How do we take a step that leaves out1 unchanged?
 #
-# The accepted answer gives two recipes in TensorFlow 1: train only the variables of the
-# hidden-to-out2 block (`var_list`), and multiply the output by a 0/1 mask before the loss,
+# The accepted answer gives two recipes in TensorFlow 1: train only the connections from the
+# hidden layer to the second output block (`var_list`; its script passes all of `W2, b2`, out1's
+# column included), and multiply the output by a 0/1 mask before the loss,
 # which it recommends. This tutorial takes the mask apart: its gradient, the answer's script
 # replayed line for line in NumPy, and the one case the script never ran. The mask
 # `[0, 1]` hides output column 0 (out1) from the loss and keeps column 1 (out2).
@@ -92,7 +93,9 @@ print(report.format_replay(rows, precision=3))
 # (`hidden` is identical before and after), and with out1's column of $G$ zero, out1's own
 # weights `W2[:, 0]`, `b2[0]` get no gradient either. The same masked loss on all variables
 # moves out1 (by about 2e-5 here, on the seed network with its tiny weights): the mask alone
-# does not hold out1. It is `var_list` that does.
+# does not hold out1. Nor does `var_list` alone: `train_op12`, the same `var_list` on the
+# unmasked loss, moves out1 too. It takes both: `var_list` for the shared layer, and a zero
+# out1 column of $G$ (here the mask's doing) for out1's own weights.
 
 # %%
 by_op = {r["op"]: r for r in rows}
@@ -137,8 +140,9 @@ print(f"after one masked step (lr 0.1), |change of out1| on samples 3 and 6: "
 #
 # A mask zeroes columns of $G$. In the question $G$'s out1 column is already zero, so the mask
 # changes nothing, and out1 drifts through the shared layers exactly as before. The answer's
-# masked script keeps out1 fixed only because its `var_list` also freezes the shared layer:
-# that is layer splitting (tutorial 04), not masking. Use a mask for missing labels; use
+# masked script keeps out1 fixed because its `var_list` also freezes the shared layer, while the
+# mask zeroes out1's column of the script's $G$: freezing the shared layer is layer splitting
+# (tutorial 04), not masking. Use a mask for missing labels; use
 # layer splitting or projection (tutorial 05) for invariance.
 #
 # Exercise: `tutorials/exercises/02_masked_loss.py` (the masked loss and its $G$).

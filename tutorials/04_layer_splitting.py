@@ -8,10 +8,12 @@
 #
 # The accepted answer's first recipe: "introduce two sets of variables: one for the connections
 # between the hidden layer and the first output block, one for the rest", then train only the
-# second set (`var_list`). Three ways to write it down: freeze every parameter but out2's
-# (`fixes.freeze`), give each output its own head on a shared trunk (`SplitHeads`), or give each
-# output a whole network of its own (`TwoTower`). Each holds out1 exactly: not to first order,
-# but to the last bit, on every input, at every step size. Each has a price, which we measure.
+# second set (`var_list`). Three ways to write it down: freeze every layer but the output layer
+# (`fixes.freeze`: with this $G$, whose out1 column is 0, only out2's weights of it move; §2 says
+# when that is not enough), give each output its own head on a shared trunk (`SplitHeads`), or
+# give each output a whole network of its own (`TwoTower`). Each holds out1 exactly: not to first
+# order, but to the last bit, on every input, at every step size. Each has a price, which we
+# measure.
 
 # %%
 import numpy as np
@@ -37,8 +39,8 @@ def exactly_held(model, stepped, X):
 # ## 1. Freeze: the var_list recipe
 #
 # `fixes.freeze(net, X, G)` keeps the gradient of the output layer only ($W_L, b_L$, the
-# answer's `var_list = [W2, b2]`) and zeroes the rest. We take one step at every $\eta$ from
-# 0.001 to 10 on both setups and compare out1 before and after with `np.array_equal`, on the
+# answer's `var_list = [W2, b2]`) and zeroes the rest. We take one step at each of five step
+# sizes $\eta$ from 0.001 to 10 on both setups and compare out1 before and after with `np.array_equal`, on the
 # batch and on 256 unseen inputs: identical, bit for bit, every time. out2 still rises. The
 # figure draws one step of each fix on the seed network: freezing moves only out2's weights.
 

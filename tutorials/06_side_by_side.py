@@ -32,7 +32,8 @@ run_headless(globals())    # as a script: prints the text cells and runs the cod
 # ($\eta = 0.01$): `measurements.drift.trajectories` takes 100 steps of each and records, after every
 # step, out2's mean gain and the largest change of out1 on the batch and on 256 unseen inputs.
 # The table keeps step 1 and step 100 (the cell writes out how; `measurements.table.question_table`
-# builds the same rows). The figures draw the visible setup's steps. Read it column by
+# builds the same rows). The figures draw the visible setup's steps (the README's PNGs, from
+# `python -m mlp_ref figures`, take 200). Read it column by
 # column: mask = naive in every digit; freeze and span move out1 by exactly 0 or round-off,
 # and after 100 steps have gained less than half of naive's out2; projection cuts the one-step
 # drift on the batch by more than 10 times and keeps most of the gain; restoring brings the
@@ -74,18 +75,24 @@ for rule in ("naive", "freeze", "project", "project+restore"):
 # `fixes.penalty` adds $\frac{\lambda}{2} \|\mathrm{out}_1 - \mathrm{out}_1^{\mathrm{ref}}\|^2$
 # to the loss. At the start $\mathrm{out}_1 = \mathrm{out}_1^{\mathrm{ref}}$, the penalty's
 # gradient is zero, and the first step is the naive step exactly (the table's first columns
-# agree in every digit). Afterwards it pulls out1 back in proportion to the drift, so the drift
-# settles where the pull balances $G$: over 100 steps on the visible setup it stays about 0.7,
-# against naive's 1.9. And it has a stability limit: gradient descent on the penalty alone,
-# linearised, is stable only while
+# agree in every digit). Afterwards it pulls out1 back in proportion to the drift: over 100
+# steps on the visible setup the drift stays about 0.7, against naive's 1.9. It is about 0.7
+# for every $\lambda$ from 0.05 to 1, so it is not where a pull balances $G$. The push on out2
+# saturates the network, until out1's Jacobian on the batch has one large singular value, over
+# a thousand times the next: the pull reaches only that one pattern of out1 over the batch, its
+# mean, which it holds; the spread across the samples, about 0.7, is out of its reach. And it
+# has a stability limit: gradient descent on the penalty alone, linearised at the current
+# weights, is stable only while
 #
 # $$\eta\, \lambda\, \lambda_{\max}(J_1 J_1^\top) < 2.$$
 #
-# $\lambda_{\max}$ is about 15 on the seed setup and about 170 on the visible one, so the
+# $\lambda_{\max}$ is about 15 on the seed setup and about 166 on the visible one, so the
 # table's $\lambda = 0.5$ (also `fixes.penalty`'s default) stays below 2 on both, and
 # $\lambda = 3$ is above it: out1 runs away. `fixes.penalty_limit(net, X)` returns the bound
 # itself, the largest stable $\eta\lambda = 2 / \lambda_{\max}(J_1 J_1^\top)$, at the network's
-# current parameters.
+# current parameters: a linearised limit, which moves as the network trains (check it again
+# during training: a $\lambda$ just above it may stay bounded for a while, one just below it is
+# not safe for ever).
 
 # %%
 for name, make in SETUPS.items():
@@ -95,7 +102,7 @@ for name, make in SETUPS.items():
     limit = fixes.penalty_limit(net, X)          # 2 / lambda_max: the largest stable lr * lam
     print(f"{name:8} lambda_max(J1 J1^T) = {lam_max:6.1f};  lr * lam * lambda_max = "
           f"{lr * 0.5 * lam_max:.2f} (lam 0.5),  {lr * 3.0 * lam_max:.2f} (lam 3);  "
-          f"stable while lam < {limit / lr:.2f} at lr {lr}")
+          f"linearised limit: lam < {limit / lr:.2f} at lr {lr}")
 for lam in (0.5, 3.0):
     t = trajectories("visible", rules=[penalty(lam)], steps=20)
     drift = t["penalty"]["drift_batch"]
@@ -128,8 +135,8 @@ figure("optimizer_order", order)
 # holds out1 exactly, everywhere, and gets less than half of the gain; projection + restore
 # gets more than 90% of the gain and holds the batch to round-off, but not unseen inputs; the
 # penalty gets all of the gain and merely shrinks the drift. Which one to use depends on the
-# promise you need: exact on every input (split the layers), exact on known inputs with the
-# most freedom (project and restore), or just less drift (a penalty). The figure draws this
+# promise you need: exact on every input (split the layers), round-off on known inputs with
+# the most freedom (project and restore), or just less drift (a penalty). The figure draws this
 # step by step.
 
 # %%
@@ -167,7 +174,8 @@ print(report.format_guarantees(measured_guarantees()))
 # ## What to remember
 #
 # Exact, everywhere: only layer splitting (freeze, separate heads, two towers; span with the
-# batch is the same thing). Exact on the batch: projection + restore, which keeps the most
-# freedom but promises nothing off the batch. First-order on the batch: projection alone
+# batch is the same thing). Round-off on the batch: projection + restore, which keeps the most
+# freedom but promises nothing off the batch. Held to first order on the batch (drift
+# $O(\eta^2)$): projection alone
 # (with Adam, project the update). No promise: the mask (in this question it changes
 # nothing) and the penalty (a pull, not a hold).

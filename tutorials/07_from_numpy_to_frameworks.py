@@ -112,7 +112,8 @@ def out1_after(fx):
 # like `p.grad` and `tape.gradient`); `step(model, D, lr)` applies
 # $\theta \leftarrow \theta - \eta D$. In float64, from the same weights, every direction is
 # compared below with `mlp_ref.fixes`: the claim is a relative difference
-# $\max|D - D_{\mathrm{ref}}| / \max|D_{\mathrm{ref}}|$ of at most 1e-12.
+# $\max|D - D_{\mathrm{ref}}| / \max|D_{\mathrm{ref}}|$ of at most 1e-12 (one exception, Adam's
+# projected update on the seed network, whose ill-conditioned $J_1$ leaves more: section 8).
 
 # %%
 MODULES = {name: load(name) for name in FRAMEWORKS}
@@ -141,7 +142,8 @@ for name, fx in RUN.items():
 # %% [markdown]
 # ## 2. The plain gradient, and freezing: the answer's var_list
 #
-# `naive` is the vector-Jacobian product $g = \sum_i J_i^\top G_i$ (`out.backward(G)`,
+# `naive` is the vector-Jacobian product $g = \sum_i J_i^\top G_i$, with $J_i$ the Jacobian of
+# output $i$ over the batch and $G_i$ column $i$ of $G$ (`out.backward(G)`,
 # `tape.gradient` with `output_gradients=G`). `freeze` trains only the output layer, the
 # answer's `var_list = [W2, b2]`: `requires_grad_(False)` in PyTorch, a shorter variable list in
 # TensorFlow. With $G = [0, -1]$ out1's own output weights get a zero gradient, so out1 does not
@@ -178,7 +180,7 @@ for name, fx in RUN.items():
 #
 # `masked(model, X, Y, mask)` differentiates the answer's `loss2`,
 # $\mathrm{mean}\big((m \odot O - Y)^2\big)$, as `mlp_ref.losses.masked_mse` does. The answer
-# masks the output and not the target, so the hidden column still adds $y_1^2$ to the value;
+# masks the output and not the target, so the masked column (out1's) still adds $y_1^2$ to the value;
 # $\mathrm{mean}\big((m \odot (O - Y))^2\big)$ masks both. For a 0/1 mask the two have the same
 # gradient ($m^2 = m$), and their values differ by exactly
 # $\mathrm{mean}\big((1 - m) \odot Y^2\big)$, a constant. Which one a framework snippet writes
@@ -209,7 +211,7 @@ for name, fx in RUN.items():
 # ## 4. Null-space projection: J1 D = 0
 #
 # `project` removes from $g$ its part along the rows of $J_1$, the $n \times P$ Jacobian of out1
-# over the batch:
+# over the batch ($P$ the number of parameters):
 #
 # $$D = g - J_1^\top \alpha, \qquad \alpha = \mathrm{argmin}_\alpha \lVert J_1^\top \alpha - g \rVert,$$
 #
@@ -301,7 +303,8 @@ for name, fx in RUN.items():
 # $\lVert J_1 D \rVert$ at most 1e-5 of $\lVert J_1 g \rVert$ ($J_1$ here is the exact Jacobian
 # of the float32 weights, $D$ rounded to float32), and `restore` reaches float32 round-off, 1e-6
 # of $\max|\mathrm{out}_1^{\mathrm{ref}}|$, within 10 iterations. Done the float32 way, $J_1$
-# from the float32 model and `pinv(J1 @ J1.T)` in float32, the same ratio is above 1e-4: $J_1$'s
+# from the float32 model and `pinv(J1 @ J1.T)` in float32 (PyTorch's `project_with_pinv` below;
+# `tf_fixes.py` has no such variant), the same ratio is above 1e-4: $J_1$'s
 # own rounding, about 1e-7 of its size, is large against the tiny cross-talk $J_1 g$, and the
 # Gram matrix squares the conditioning.
 
@@ -337,11 +340,11 @@ for name, fx in RUN.items():
 # `penalty` adds $\frac{\lambda}{2}\lVert \mathrm{out}_1 - \mathrm{out}_1^{\mathrm{ref}}\rVert^2$
 # to the loss; its direction equals mlp_ref's to 1e-12 (measured here after one naive step,
 # where the term is not zero). Gradient descent on that term alone multiplies out1's residual by
-# $(1 - \eta \lambda J_1 J_1^\top)$, so it diverges once
-# $\eta \lambda \lambda_{max}(J_1 J_1^\top) > 2$: `largest_stable_lam` gives
+# $(I - \eta \lambda J_1 J_1^\top)$, so, linearised at the current weights, it diverges once
+# $\eta \lambda \lambda_{max}(J_1 J_1^\top) > 2$ (the limit moves as the network trains): `largest_stable_lam` gives
 # $2 / (\eta \lambda_{max})$, as `mlp_ref.fixes.penalty_limit(net, X) / lr` does. On the
 # visible setup at $\eta = 0.01$, $\lambda_{max}$ is about 166, so $\lambda$ must stay below
-# about 1.2. The $\lambda = 10$ of earlier versions of this tutorial diverges:
+# about 1.2. A tempting $\lambda = 10$ diverges:
 # $|\Delta \mathrm{out}_1|$ passes 1e3 within 10 steps. $\lambda = 0.5$ (what mlp-ref's table
 # uses) holds, and after 50 steps out1 has drifted less than half as far as under the naive
 # rule, but not zero.
@@ -451,8 +454,8 @@ else:
 # every input; a mask alone does not when $G$'s first column is already 0; projection holds it to
 # first order on the batch if $J_1$ and the solve are done in float64 with a least-squares
 # solve, and restoring steps to round-off if the reference was taken before the step; with Adam,
-# project the update with a fresh $J_1$; a penalty only pulls, and diverges above
-# $\lambda = 2 / (\eta \lambda_{max})$. Copy weights with `clone()`, not `detach()`; hand
+# project the update with a fresh $J_1$; a penalty only pulls, and diverges above about
+# $\lambda = 2 / (\eta \lambda_{max})$ (linearised: check it again as the network trains). Copy weights with `clone()`, not `detach()`; hand
 # TensorFlow float64 tensors, not Python floats.
 #
 # Exercise: port one solution of `tutorials/exercises/solutions/` to PyTorch or TensorFlow, and

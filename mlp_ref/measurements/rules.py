@@ -16,7 +16,7 @@ MASK = np.array([0.0, 1.0])
 
 #: The penalty weight of the table. Gradient descent on lam/2 ||O_1 - ref||^2 alone is
 #: stable only while lr * lam * lambda_max(J_1 J_1^T) < 2; lambda_max is ~15 (seed) and
-#: ~170 (visible) at the start and grows as the outputs move, so with the table's lrs a
+#: ~166 (visible) at the start and changes as the network trains, so with the table's lrs a
 #: lam of 10 diverges within a few dozen steps. 0.5 stays stable on both.
 PENALTY_LAM = 0.5
 
