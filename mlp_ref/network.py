@@ -431,6 +431,11 @@ class MLP(Model):
         if widths != self.sizes:
             raise ValueError(f"record: expected a forward record of a network with sizes "
                              f"{self.sizes}, got one with widths {widths}")
+        wrong = {k: v.dtype for k, v in record.stages.items() if v.dtype != self.dtype}
+        if wrong:
+            raise ValueError(f"record: expected every stage in the network's dtype {self.dtype}, got "
+                             + ", ".join(f"{k} {d}" for k, d in wrong.items())
+                             + " (a record of another network, or edited by hand?)")
         n = a[0].shape[0]
         if any(v.shape[0] != n for v in record.stages.values()) or any(
                 z[l].shape != a[l].shape for l in range(1, L + 1)):

@@ -69,6 +69,8 @@ BAD_INPUTS = [
     # backward(record, G)
     ("record-not-forward", lambda: net342().backward("fwd", [0, 1]), TypeError,
      r"record: expected the Forward record returned by net.forward\(X\)"),
+    ("record-other-dtype", lambda: net342(dtype=np.float32).backward(net342().forward(X5), [0, 1]),
+     ValueError, r"record: expected every stage in the network's dtype float32, got a0 float64"),
     ("record-other-widths", lambda: net342().backward(mr.MLP([3, 5, 2]).forward(X5), [0, 1]), ValueError,
      r"record: expected a forward record of a network with sizes \[3, 4, 2\], "
      r"got one with widths \[3, 5, 2\]"),
