@@ -223,6 +223,9 @@ def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
     X, G = check_XG(net, X, G)
     keep = check_keep(keep, net.sizes[-1])
     lam = _checks.real("lam", lam, low=0.0)
+    top = float(np.finfo(net.dtype).max)
+    if lam > top:                   # NumPy 2 would round it to inf in the network's dtype
+        raise ValueError(f"lam: expected a number <= {top:.3g}, which fits in {net.dtype}, got {lam:g}")
     out = net(X)
     ref = out[:, keep] if ref is None else check_ref(ref, X.shape[0], keep, net.dtype)
     G_total = np.array(G)

@@ -163,8 +163,11 @@ BAD_INPUTS = [
     ("project rcond", lambda: fixes.project(NET, X, G, rcond=-1.0), ValueError, r"rcond:"),
     ("project refine", lambda: fixes.project(NET, X, G, refine=-1), ValueError, r"refine:"),
     ("penalty lam", lambda: fixes.penalty(NET, X, G, lam=-1.0), ValueError, r"lam:"),
-    ("penalty lam overflows float32", lambda: fixes.penalty(
+    ("penalty lam past float32", lambda: fixes.penalty(
         mr.MLP([3, 4, 2], dtype=np.float32), X, G, lam=1e39), ValueError,
+     r"lam: expected a number <= 3.4e\+38, which fits in float32, got 1e\+39"),
+    ("penalty lam times the residual overflows", lambda: fixes.penalty(
+        mr.MLP([3, 4, 2], dtype=np.float32), X, G, ref=np.full(8, 100.0), lam=1e37), ValueError,
      r"lam: expected a weight for which G \+ lam \* \(O_keep - ref\) stays finite in float32"),
     ("tangent kernel j", lambda: mr.jacobian.tangent_kernel_by_layer(NET, X, 0, 2), ValueError,
      r"j: output index 2 out of range"),
