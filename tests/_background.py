@@ -339,7 +339,12 @@ class _Notebooks(_Job):
     ``result()``: {"notebooks": name -> executed notebook} or {"error": ...}; {"missing": the
     module} when the [notebooks] extra is not installed (the test then skips or fails, _extras)."""
 
-    EXTRA = ("jupytext", "nbclient", "ipykernel", "nbformat")
+    #: The [notebooks] extra, imported here, in the test process's own thread. IPython among
+    #: them: jupyter_client imports it on first starting a kernel (for its kernel folders), and
+    #: in a worker thread that import would leave a half-made IPython in sys.modules while a test
+    #: draws a figure, whose canvas reads IPython.version_info from there (an AttributeError
+    #: seen in CI).
+    EXTRA = ("jupytext", "nbclient", "ipykernel", "nbformat", "IPython")
     KERNELS = 2
 
     def __init__(self, folder, files):
