@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import functools
 import re
+import signal
 import sys
+import threading
 import traceback
 import types
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +33,35 @@ from .setups import G_QUESTION, seed_setup, visible_setup
 #: The relative error (CS231n's) under which an array counts as right: the project's own
 #: gradient-check tolerance, far above float64 round-off and far below any real mistake.
 TOL = 1e-7
+
+#: Seconds a function's check may take (each takes well under one with a right answer): past
+#: it, an endless loop is reported as such (where the OS has interval timers: not on Windows).
+TIME_LIMIT = 60.0
+
+
+class TimedOut(BaseException):
+    """Raised into the student's code when its check runs past TIME_LIMIT: a BaseException, so
+    that an ``except Exception`` in their code does not swallow it."""
+
+
+@contextmanager
+def time_limit(seconds):
+    """Raise TimedOut in this thread once ``seconds`` have passed (a no-op where SIGALRM's
+    interval timer is missing, or off the main thread, where signals cannot be handled)."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise TimedOut
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 class Wrong(Exception):
@@ -61,6 +93,8 @@ def compare(stage, theirs, ours, hint="", tol=TOL, fd=None, scale=None):
     differences) is given, its value there too: the reference is not taken on faith.
     """
     ours = np.asarray(ours, dtype=float)
+    if theirs is None:
+        raise Wrong(f"stage {stage}: your function returned None (a missing return?)", hint)
     try:
         theirs = np.asarray(theirs, dtype=float)
     except (TypeError, ValueError):
@@ -83,10 +117,12 @@ def compare(stage, theirs, ours, hint="", tol=TOL, fd=None, scale=None):
 
 def compare_dict(name, theirs, ours, hint="", tol=TOL, scale=None):
     """Compare a dict like params key by key (a direction D), after checking its keys."""
+    if theirs is None:
+        raise Wrong(f"{name}: your function returned None (a missing return?)", hint)
     if not isinstance(theirs, dict):
         raise Wrong(f"{name}: expected a dict with keys {list(ours)}, got {type(theirs).__name__}",
                     hint)
-    if list(theirs) != list(ours):
+    if set(theirs) != set(ours):                          # in any order, as net.step takes them
         missing = [k for k in ours if k not in theirs]
         raise Wrong(f"{name}: expected the keys {list(ours)}, got {list(theirs)}"
                     + (f" (missing {missing})" if missing else ""), hint)
@@ -215,11 +251,19 @@ def check_masked_direction(fn):
     for make in (seed, visible):
         net, X, Y = make()
         G = losses.mse(net(X), Y)[1]                      # out1's column is not zero here
-        mask = np.array([0.0, 1.0])
-        compare_dict("D", fn(net, X, G, mask), fixes.masked(net, X, G, mask),
-                     "D = net.gradient(X, mask * G)")
+        rows = (_rng(2).random(G.shape) < 0.5).astype(float)     # a mask per entry, (n, K)
+        for mask in (np.array([0.0, 1.0]), np.array([1.0, 0.0]), rows):
+            expected = fixes.masked(net, X, G, mask)
+            before = {k: v.copy() for k, v in net.params.items()}
+            G_given, mask_given = G.copy(), mask.copy()
+            D = fn(net, X, G_given, mask_given)
+            rule(_unchanged(net, before), "net must not change", "return D; do not step")
+            rule(np.array_equal(G_given, G) and np.array_equal(mask_given, mask),
+                 "G and mask must not change", "make a new array: mask * G")
+            which = f"{mask.tolist()}" if mask.ndim == 1 else f"one 0/1 per entry, shape {mask.shape}"
+            compare_dict("D", D, expected, f"D = net.gradient(X, mask * G); here mask = {which}")
         naive = net.gradient(X, G_QUESTION)
-        D = fn(net, X, G_QUESTION, mask)
+        D = fn(net, X, G_QUESTION.copy(), np.array([0.0, 1.0]))
         rule(all(np.array_equal(D[k], naive[k]) for k in naive),
              "with G = [0, -1] the masked direction must equal the naive one, bit for bit",
              "G's out1 column is already 0: mask * G is G")
@@ -237,10 +281,12 @@ def check_freeze(fn):
         L = net.depth
         before = {k: v.copy() for k, v in net.params.items()}
         G = losses.mse(net(X), Y)[1]
+        g = net.gradient(X, G)
         for trainable in ([f"W{L}", f"b{L}"], ["W1", f"b{L}"]):
-            D = fn(net, X, G, list(trainable))
+            G_given = G.copy()
+            D = fn(net, X, G_given, list(trainable))
             rule(_unchanged(net, before), "net must not change", "return a new dict; do not step")
-            g = net.gradient(X, G)
+            rule(np.array_equal(G_given, G), "G must not change", "leave the caller's G as it came")
             compare_dict("D", D, {k: (v if k in trainable else np.zeros_like(v)) for k, v in g.items()},
                          f"D[k] = the gradient for k in trainable ({trainable}), 0.0 for the others")
             frozen = [k for k in g if k not in trainable]
@@ -282,8 +328,9 @@ def _setups_04():
 def check_jacobian_out1(fn):
     for name, net, X, _ in _setups_04():
         ref = jacobian.dense_rows(net, X, keep=[0])
-        got = fn(net, X)
         params = {k: v.copy() for k, v in net.params.items()}
+        got = fn(net, X)
+        rule(_unchanged(net, params), "net must not change", "read the parameters; do not step")
         if name == "seed":                              # finite differences, one parameter at a time
             fd = np.empty_like(ref)
             col = 0
@@ -301,7 +348,6 @@ def check_jacobian_out1(fn):
         compare(f"J1 ({name})", got, ref, "row i = jacobian.flatten(net.gradient(X[i:i+1], "
                 "[1, 0])): one backward pass per sample", tol=1e-7,
                 fd=fd if name == "seed" else None)
-        rule(_unchanged(net, params), "net must not change", "")
 
 
 def _check_projection(fn, name_of_route):
@@ -370,14 +416,18 @@ def check_restore_step(fn):
     rule(r1 <= 10 * r0 ** 2, f"the residual must square (Gauss-Newton): {r0:.1e} -> {r1:.1e}", "")
 
 
+def _history(got):
+    """The residuals a ``restore`` returned, as a list of floats, or Wrong."""
+    try:
+        return [float(h) for h in got]
+    except TypeError:
+        raise Wrong(f"expected a list of residuals, got {type(got).__name__}",
+                    "return the residual before each step and after the last") from None
+
+
 def check_restore(fn):
     net, X, ref = _off_constraint()
-    history = fn(net, X, ref.copy())
-    try:
-        history = [float(h) for h in history]
-    except TypeError:
-        raise Wrong(f"expected a list of residuals, got {type(history).__name__}",
-                    "return the residual before each step and after the last") from None
+    history = _history(fn(net, X, ref.copy()))
     r0 = max_abs(_off_constraint()[0](X)[:, 0] - ref)
     compare("history[0]", history[0] if history else np.nan, r0,
             "history[0] is the residual before the first step", tol=1e-12)
@@ -389,9 +439,21 @@ def check_restore(fn):
     rule(len(history) <= 6, f"Gauss-Newton converges in a few steps here; took {len(history) - 1}",
          "stop as soon as the residual <= tol")
     net, X, ref = _off_constraint()
-    short = fn(net, X, ref.copy(), tol=1e-12, max_iter=1)
+    short = _history(fn(net, X, ref.copy(), tol=1e-12, max_iter=1))
     rule(len(short) == 2, f"with max_iter=1: one step, two residuals; got {len(short)}",
-         "never take more than max_iter steps")
+         "never take more than max_iter steps, and end with the residual after the last")
+    net, X, ref = _off_constraint()
+    loose = _history(fn(net, X, ref.copy(), tol=1e-6))
+    rule(bool(loose) and loose[-1] <= 1e-6 and all(h > 1e-6 for h in loose[:-1]),
+         f"with tol=1e-6: stop at the first residual <= 1e-6; got {loose}",
+         "compare the residual with tol, the argument, not a fixed number")
+    net, X, _ = visible()
+    held = {k: v.copy() for k, v in net.params.items()}
+    done = _history(fn(net, X, net(X)[:, 0].copy()))
+    rule(len(done) == 1 and _unchanged(net, held),
+         f"where out1 is already at ref: no step, one residual; got {len(done)} residual(s)"
+         + ("" if _unchanged(net, held) else " and a changed net"),
+         "measure the residual first; step only while it is > tol")
 
 
 # -- the exercises -----------------------------------------------------------------------------
@@ -435,11 +497,23 @@ def load(path):
     module = types.ModuleType(f"exercise_{re.sub(r'[^0-9A-Za-z_]', '_', path.stem)}")
     module.__file__ = str(path)
     try:
-        exec(code, module.__dict__)
+        with time_limit(TIME_LIMIT):
+            exec(code, module.__dict__)
+    except TimedOut:
+        raise FileProblem(f"importing it took more than {TIME_LIMIT:g} s (an endless loop at the "
+                          f"top level?)") from None
+    except SystemExit as exc:       # exit() or sys.exit() in the file: nothing left to grade
+        raise FileProblem(f"importing it called exit ({_exit_what(exc)}){_where(exc, path)}: "
+                          f"remove it, the grader calls your functions") from None
     except Exception as exc:                              # noqa: BLE001 - the student's code
         raise FileProblem(f"importing it raised {type(exc).__name__}: {exc}"
                           f"{_where(exc, path)}") from None
     return module
+
+
+def _exit_what(exc):
+    """What a SystemExit says: exit(), exit(3), exit('message')."""
+    return "exit()" if exc.code is None else f"exit({exc.code!r})"
 
 
 def exercise_of(module, path):
@@ -463,11 +537,18 @@ def grade(module, exercise, path=None):
             verdicts.append(Verdict(function, "FAIL", f"missing: define {function}(...)"))
             continue
         try:
-            check(fn)
+            with time_limit(TIME_LIMIT):
+                check(fn)
         except NotImplementedError:
             verdicts.append(Verdict(function, "TODO", "not implemented yet"))
         except Wrong as wrong:
             verdicts.append(Verdict(function, "FAIL", wrong.what, wrong.hint))
+        except TimedOut:
+            verdicts.append(Verdict(function, "ERROR", f"still running after {TIME_LIMIT:g} s "
+                                    f"(an endless loop?): stopped"))
+        except SystemExit as exc:
+            verdicts.append(Verdict(function, "ERROR", f"called exit ({_exit_what(exc)})"
+                                    f"{_where(exc, path) if path else ''}: return a value instead"))
         except Exception as exc:                          # noqa: BLE001 - the student's code
             verdicts.append(Verdict(function, "ERROR", f"raised {type(exc).__name__}: {exc}"
                                     f"{_where(exc, path) if path else ''}"))
@@ -494,15 +575,20 @@ def report(verdicts, exercise, path):
 
 def main(path, out=None):
     """Grade the file at ``path``; print the report; return the exit status (0: all pass,
-    1: a function fails or is not implemented yet, 2: the file cannot be graded)."""
+    1: a function fails or is not implemented yet, 2: the file cannot be graded, 130: stopped
+    by Ctrl-C)."""
     out = sys.stdout if out is None else out
     try:
-        module = load(path)
-        exercise = exercise_of(module, path)
-    except FileProblem as problem:
-        print(f"check: {path}: {problem}", file=out)
-        return 2
-    with np.errstate(all="ignore"):                       # a student's overflow is a FAIL, not noise
-        verdicts = grade(module, exercise, Path(path))
+        try:
+            module = load(path)
+            exercise = exercise_of(module, path)
+        except FileProblem as problem:
+            print(f"check: {path}: {problem}", file=out)
+            return 2
+        with np.errstate(all="ignore"):                   # a student's overflow is a FAIL, not noise
+            verdicts = grade(module, exercise, Path(path))
+    except KeyboardInterrupt:
+        print(f"check: {path}: stopped (Ctrl-C)", file=out)
+        return 130
     print(report(verdicts, exercise, path), file=out)
     return 0 if all(v.status == "PASS" for v in verdicts) else 1
