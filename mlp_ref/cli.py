@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import os
 import sys
@@ -12,6 +13,10 @@ from .measurements import answer_replay, splitting, table
 from .resources import PROJECTION_COST_PATH
 from .setups import G_QUESTION, N_PROBE, seed_setup
 from .tutorial import show_params, show_stages
+
+
+#: table --steps at most: 10,000 steps of every rule on both setups take about 3 minutes
+MAX_STEPS = 10_000
 
 
 def cmd_stages(args):
@@ -33,6 +38,9 @@ def cmd_stages(args):
 
 def cmd_table(args):
     """The side-by-side table: every rule on both setups, after 1 and after N steps."""
+    if args.steps > 100:                          # the default takes a few seconds; say what runs
+        print(f"table: {args.steps} steps of every rule on both setups, then out2's capacity ...",
+              file=sys.stderr, flush=True)
     print("G = [0, -1]: raise out2, hold out1. Each rule from the same start; "
           f"unseen = {N_PROBE} probe inputs from the same cube.\n")
     print(report.format_table(table.question_table(long_steps=args.steps)))
@@ -52,10 +60,21 @@ def cmd_replay(args):
 def cmd_figures(args):
     """Regenerate every figure into --out (default: figures/), as --format (default: png)."""
     # "pareto", "pareto.png" and "pareto.svg" all name the figure registered as pareto.png
-    stems = [os.path.splitext(name)[0] if os.path.splitext(name)[1] in (".png", ".svg", ".pdf")
-             else name for name in args.only]
-    only = [stem + ".png" for stem in stems]
-    unknown = [name for name, png in zip(args.only, only) if png not in FIGURES]
+    stems, wrong = [], []
+    for name in args.only:
+        stem, ext = os.path.splitext(name)
+        if ext in (".png", ".svg", ".pdf"):
+            if ext != "." + args.format and ext != ".png":
+                wrong.append(name)
+        else:
+            stem = name
+        stems.append(stem)
+    if wrong:
+        print(f"--only: {wrong} would be written as .{args.format} files; name them without an "
+              f"extension, or pass --format {os.path.splitext(wrong[0])[1][1:]}", file=sys.stderr)
+        return 2
+    only = list(dict.fromkeys(stem + ".png" for stem in stems))      # each figure once, in order
+    unknown = [name for name, stem in zip(args.only, stems) if stem + ".png" not in FIGURES]
     if unknown:
         print(f"--only: unknown figures {unknown}; known: {', '.join(FIGURES)}", file=sys.stderr)
         return 2
@@ -103,20 +122,31 @@ def _rows_list(text):
         raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}")
     if min(rows) < 1:
         raise argparse.ArgumentTypeError(f"expected positive whole numbers, e.g. 16,32,64, got {text!r}")
+    if len(set(rows)) != len(rows):
+        raise argparse.ArgumentTypeError(f"expected distinct sizes (each is one point of the growth "
+                                         f"fit), got {text!r}")
     return rows
 
 
-def _whole(minimum):
-    """An argparse type: a whole number >= minimum."""
+def _whole(minimum, maximum=None):
+    """An argparse type: a whole number >= minimum (and <= maximum)."""
     def parse(text):
         try:
             value = int(text)
         except ValueError:
             value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            expected = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+            raise argparse.ArgumentTypeError(f"expected a whole number {expected}, got {text!r}")
         return value
     return parse
+
+
+def _path(text):
+    """A file path that is not empty."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a file path, got ''")
+    return text
 
 
 def _nonnegative_float(text):
@@ -176,14 +206,15 @@ def build_parser():
                     "every fix, measured.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("table", help=COMMANDS["table"][1])
-    p.add_argument("--steps", type=_whole(1), default=100, help="steps of the long runs (default 100)")
+    p.add_argument("--steps", type=_whole(1, MAX_STEPS), default=100,
+                   help=f"steps of the long runs (default 100, at most {MAX_STEPS})")
     p = sub.add_parser("replay", help=COMMANDS["replay"][1])
-    p.add_argument("--precision", type=_whole(0), default=4, help="digits printed (default 4)")
+    p.add_argument("--precision", type=_whole(0, 17), default=4, help="digits printed (default 4, at most 17)")
     p = sub.add_parser("stages", help=COMMANDS["stages"][1])
-    p.add_argument("--precision", type=_whole(0), default=4, help="digits printed (default 4)")
+    p.add_argument("--precision", type=_whole(0, 17), default=4, help="digits printed (default 4, at most 17)")
     p = sub.add_parser("figures", help=COMMANDS["figures"][1])
     p.add_argument("--out", default="figures", help="output folder (default: figures)")
-    p.add_argument("--only", nargs="+", default=[], metavar="NAME",
+    p.add_argument("--only", nargs="+", action="extend", default=[], metavar="NAME",
                    help="only these figures, e.g. --only pareto (or pareto.png; default: all)")
     p.add_argument("--format", choices=FORMATS, default="png",
                    help="file format: png (the README's), svg or pdf (vector, for slides)")
@@ -200,10 +231,11 @@ def build_parser():
     p.add_argument("--memory-rows", type=_rows_list, default=[16, 32, 64, 128, 256, 512, 819],
                    help="memory sizes m of the many-constraints sweep, 5 m constraints each "
                         "(default: 16,32,64,128,256,512,819)")
-    p.add_argument("--json", metavar="PATH", nargs="?", const=PROJECTION_COST_PATH,
+    p.add_argument("--json", metavar="PATH", nargs="?", const=PROJECTION_COST_PATH, type=_path,
                    help="also write the results as JSON into PATH (--json alone: the package's "
                         "projection_cost.json, which the figures and the README read)")
-    sub.add_parser("check", help=COMMANDS["check"][1]).add_argument("file", help="the exercise file")
+    sub.add_parser("check", help=COMMANDS["check"][1]).add_argument("file", type=_path,
+                                                                    help="the exercise file")
     return parser
 
 
@@ -216,7 +248,18 @@ def main(argv=None):
     problem = check_bench_args(args) if args.command == "bench" else None
     if problem:
         parser.error(problem)                     # usage and the message, exit status 2
-    return COMMANDS[args.command][0](args)
+    try:
+        status = COMMANDS[args.command][0](args)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:                       # `mlp-ref stages | head`: the reader has gone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no second error at exit
+        return 1
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:             # `> /dev/full`: stdout itself cannot be written
+            print(f"{args.command}: cannot write the output ({exc.strerror})", file=sys.stderr)
+            return 1
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

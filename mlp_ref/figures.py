@@ -169,6 +169,8 @@ def write_all(out="figures", names=None, log=print, fmt="png"):
     unknown = [n for n in names if n not in FIGURES]
     if unknown:
         raise ValueError(f"names: unknown figures {unknown}; known: {list(FIGURES)}")
+    if os.path.isfile(out):
+        raise NotADirectoryError(f"out: {out!r} is a file, not a folder")
     os.makedirs(out, exist_ok=True)
     _files.check_target("out", os.path.join(out, "figure." + fmt))
     import matplotlib
@@ -183,7 +185,9 @@ def write_all(out="figures", names=None, log=print, fmt="png"):
             _files.write_atomically("out", path,
                                     lambda f: fig.savefig(f, format=fmt, metadata=meta))
             paths.append(path)
-            cut = plots.style.cut_off_texts(fig)        # a title or label past the edge: say so
+            # a title or label past the edge: say so (measured on the PNG, the figures' own
+            # format: svg and pdf are laid out at 72 dpi, which cut_off_texts does not measure)
+            cut = plots.style.cut_off_texts(fig) if fmt == "png" else []
             log(f"[{i}/{len(names)}] {path}  ({time.perf_counter() - t0:.1f} s)"
                 + (f"  cut off at the figure's edge: {cut}" if cut else ""))
     return paths

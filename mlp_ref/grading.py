@@ -490,6 +490,9 @@ def load(path):
         source = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise FileProblem(f"cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise FileProblem(f"not UTF-8 text (byte {exc.start}): save it as UTF-8, as Python "
+                          f"files are") from None
     try:
         code = compile(source, str(path), "exec")
     except SyntaxError as exc:

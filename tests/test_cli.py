@@ -139,6 +139,12 @@ BAD_ARGS = [
     (["bench", "--json", "/tmp"], "--json: '/tmp' is a folder"),
     (["figures", "--format", "gif"], "--format"),
     (["nonsense"], "invalid choice"),
+    (["table", "--steps", "99999999999999999999"], "--steps: expected a whole number from 1 to 10000"),
+    (["stages", "--precision", "99999999999999999999"], "--precision: expected a whole number from 0 to 17"),
+    (["replay", "--precision", "18"], "--precision"),
+    (["bench", "--memory-rows", "4,4,4"], "--memory-rows: expected distinct sizes"),
+    (["bench", "--json", ""], "--json: expected a file path, got ''"),
+    (["check", ""], "file: expected a file path, got ''"),
 ]
 
 
@@ -148,6 +154,32 @@ def test_bad_command_lines_are_refused_naming_the_option(argv, named, capsys):
         cli.main(argv)
     assert info.value.code == 2
     assert named in capsys.readouterr().err
+
+
+def test_figures_only_names_each_figure_once_in_the_format_asked(tmp_path, capsys):
+    """--only may be repeated (its names add up); a name is drawn once; a name whose extension
+    is not the --format's is refused rather than written in the other format."""
+    assert cli.main(["figures", "--out", str(tmp_path), "--only", "projection_cost",
+                     "--only", "projection_cost.png", "projection_cost"]) == 0
+    assert os.listdir(tmp_path) == ["projection_cost.png"]
+    assert capsys.readouterr().out.count("projection_cost.png") == 1
+    assert cli.main(["figures", "--out", str(tmp_path), "--only", "projection_cost.svg"]) == 2
+    assert "--only: ['projection_cost.svg'] would be written as .png files" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == ["projection_cost.png"]
+    afile = tmp_path / "projection_cost.png"
+    assert cli.main(["figures", "--out", str(afile), "--only", "projection_cost"]) == 2
+    assert f"'{afile}' is a file, not a folder" in capsys.readouterr().err
+
+
+def test_a_reader_that_goes_away_or_a_full_disk_is_one_line_not_a_traceback():
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
+    piped = subprocess.run(f"{sys.executable} -m mlp_ref stages | head -1", shell=True,
+                           capture_output=True, text=True, env=env)
+    assert piped.stdout.startswith("MLP([3, 4, 2]") and piped.stderr == ""
+    if os.path.exists("/dev/full"):
+        full = subprocess.run([sys.executable, "-m", "mlp_ref", "replay"], stdout=open("/dev/full", "w"),
+                              stderr=subprocess.PIPE, text=True, env=env)
+        assert full.returncode == 1 and full.stderr == "replay: cannot write the output (No space left on device)\n"
 
 
 def test_figures_into_an_unwritable_folder_says_so(capsys):
@@ -186,3 +218,18 @@ def test_ci_installs_every_extra_that_setup_cfg_declares():
     installed = set(re.findall(r"pip install [^\n]*-e '\.\[(\w+)\]'", ci))
     assert extras == {"test", "notebooks", "frameworks"}
     assert installed == extras
+
+
+def test_bench_keeps_its_table_when_the_json_cannot_be_written(tmp_path, monkeypatch, capsys):
+    """The JSON is written last, after minutes of measuring: a folder that cannot take it then
+    (a full disk, a folder removed meanwhile) is one line, and the table printed above stays
+    the result. (The run itself is replaced here: only the writing is under test.)"""
+    from mlp_ref import bench
+    monkeypatch.setattr(bench, "run", lambda **kw: {"results": "measured"})
+    monkeypatch.setattr(bench, "format_table", lambda results: "the table of the run")
+    args = cli.build_parser().parse_args(["bench", "--json", str(tmp_path / "gone" / "bench.json")])
+    assert bench.main(args) == 1
+    out, err = capsys.readouterr()
+    assert out == "the table of the run\n"
+    assert err.startswith(f"--json: could not write '{tmp_path / 'gone' / 'bench.json'}'")
+    assert err.rstrip().endswith("the results are the table above") and not (tmp_path / "gone").exists()

@@ -218,3 +218,10 @@ def test_an_endless_loop_is_stopped_and_named(tmp_path, monkeypatch):
     assert status == 1 and "Traceback" not in out
     assert "sigmoid_backward    FAIL  still running after 1 s (an endless loop?): stopped" in out
     assert "affine_backward     PASS" in out                # the next function is graded as usual
+
+
+def test_a_file_that_is_not_utf8_is_one_line(tmp_path):
+    path = tmp_path / "01_layer_backward.py"
+    path.write_bytes(b"\xff\xfe def f(): pass\n")
+    status, out = check(path)
+    assert status == 2 and out == f"check: {path}: not UTF-8 text (byte 0): save it as UTF-8, as Python files are\n"
