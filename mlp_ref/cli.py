@@ -8,6 +8,7 @@ import os
 import sys
 
 from . import _checks, _files, bench, grading, report
+from ._argtypes import path, rows_list, whole
 from .figures import FIGURES, FORMATS, write_all
 from .measurements import answer_replay, splitting, table
 from .resources import PROJECTION_COST_PATH
@@ -114,41 +115,6 @@ def _int_list(text):
     return sizes
 
 
-def _rows_list(text):
-    """--memory-rows: one or more positive whole numbers, comma-separated."""
-    try:
-        rows = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}")
-    if min(rows) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive whole numbers, e.g. 16,32,64, got {text!r}")
-    if len(set(rows)) != len(rows):
-        raise argparse.ArgumentTypeError(f"expected distinct sizes (each is one point of the growth "
-                                         f"fit), got {text!r}")
-    return rows
-
-
-def _whole(minimum, maximum=None):
-    """An argparse type: a whole number >= minimum (and <= maximum)."""
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < minimum or (maximum is not None and value > maximum):
-            expected = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
-            raise argparse.ArgumentTypeError(f"expected a whole number {expected}, got {text!r}")
-        return value
-    return parse
-
-
-def _path(text):
-    """A file path that is not empty."""
-    if not text:
-        raise argparse.ArgumentTypeError("expected a file path, got ''")
-    return text
-
-
 def _nonnegative_float(text):
     """A finite number >= 0 (inf would be no limit, and no size in bytes)."""
     try:
@@ -206,12 +172,12 @@ def build_parser():
                     "every fix, measured.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("table", help=COMMANDS["table"][1])
-    p.add_argument("--steps", type=_whole(1, MAX_STEPS), default=100,
+    p.add_argument("--steps", type=whole(1, MAX_STEPS), default=100,
                    help=f"steps of the long runs (default 100, at most {MAX_STEPS})")
     p = sub.add_parser("replay", help=COMMANDS["replay"][1])
-    p.add_argument("--precision", type=_whole(0, 17), default=4, help="digits printed (default 4, at most 17)")
+    p.add_argument("--precision", type=whole(0, 17), default=4, help="digits printed (default 4, at most 17)")
     p = sub.add_parser("stages", help=COMMANDS["stages"][1])
-    p.add_argument("--precision", type=_whole(0, 17), default=4, help="digits printed (default 4, at most 17)")
+    p.add_argument("--precision", type=whole(0, 17), default=4, help="digits printed (default 4, at most 17)")
     p = sub.add_parser("figures", help=COMMANDS["figures"][1])
     p.add_argument("--out", default="figures", help="output folder (default: figures)")
     p.add_argument("--only", nargs="+", action="extend", default=[], metavar="NAME",
@@ -221,20 +187,20 @@ def build_parser():
     p = sub.add_parser("bench", help=COMMANDS["bench"][1])
     p.add_argument("--sizes", type=_int_list, default=[784, 512, 512, 10],
                    help="layer widths (default: 784,512,512,10)")
-    p.add_argument("--batch", type=_whole(1), default=256, help="rows of X (default 256)")
-    p.add_argument("--repeats", type=_whole(1), default=15, help="timed calls per measurement (default 15)")
-    p.add_argument("--dense-repeats", type=_whole(1), default=3,
+    p.add_argument("--batch", type=whole(1), default=256, help="rows of X (default 256)")
+    p.add_argument("--repeats", type=whole(1), default=15, help="timed calls per measurement (default 15)")
+    p.add_argument("--dense-repeats", type=whole(1), default=3,
                    help="timed calls of the dense-Jacobian sweep (default 3)")
     p.add_argument("--dense-limit-gib", type=_nonnegative_float, default=2.0,
                    help="skip the dense Jacobian above this size (default 2 GiB)")
     p.add_argument("--dtype", choices=["float64", "float32", "both"], default="both")
-    p.add_argument("--memory-rows", type=_rows_list, default=[16, 32, 64, 128, 256, 512, 819],
+    p.add_argument("--memory-rows", type=rows_list, default=[16, 32, 64, 128, 256, 512, 819],
                    help="memory sizes m of the many-constraints sweep, 5 m constraints each "
                         "(default: 16,32,64,128,256,512,819)")
-    p.add_argument("--json", metavar="PATH", nargs="?", const=PROJECTION_COST_PATH, type=_path,
+    p.add_argument("--json", metavar="PATH", nargs="?", const=PROJECTION_COST_PATH, type=path,
                    help="also write the results as JSON into PATH (--json alone: the package's "
                         "projection_cost.json, which the figures and the README read)")
-    sub.add_parser("check", help=COMMANDS["check"][1]).add_argument("file", type=_path,
+    sub.add_parser("check", help=COMMANDS["check"][1]).add_argument("file", type=path,
                                                                     help="the exercise file")
     return parser
 

@@ -212,12 +212,16 @@ def test_cost_sweep_covers_8_to_512_images(cost):
     assert np.all(cost["peak_reference"] >= cost["gram_bytes"])
 
 
-def test_cost_sweep_is_what_the_command_writes(tmp_path):
+def test_cost_sweep_is_what_the_command_writes_whole_saying_each_size(tmp_path, capsys):
     out = tmp_path / "cost.json"
     res = continual.main(["--sizes", "8,16", "--repeats", "1", "--json", str(out)])
     saved = json.loads(out.read_text())
     assert saved["m"] == [8, 16] and saved["gram_bytes"] == res["gram_bytes"]
     assert set(saved) == set(continual.load_cost())
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[0] for line in err[:2]] == ["[1/2] m = 8", "[2/2] m = 16"]
+    assert err[-1] == f"wrote {out}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cost.json"]      # no temporary left
 
 
 # -- what the README and tutorial 08 say -------------------------------------------------------
@@ -344,3 +348,19 @@ def test_continual_plots_draw_into_given_axes_and_title_their_data(res, cost):
     slope = np.polyfit(np.log(cost["constraints"][big]), np.log(cost["reference"][big]), 1)[0]
     titles = [ax.get_title() for ax in plots.continual_cost(cost).axes]
     assert f"time: slope {slope:.1f} over the last {int(big.sum())} sizes" in titles
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--sizes", "8,16,"], "--sizes: expected comma-separated whole numbers"),
+    (["--sizes", "-5"], "--sizes: expected positive whole numbers"),
+    (["--sizes", "8,8"], "--sizes: expected distinct sizes"),
+    (["--hidden", "0"], "--hidden: expected a whole number >= 1"),
+    (["--repeats", "0"], "--repeats: expected a whole number >= 1"),
+    (["--json", ""], "--json: expected a file path, got ''"),
+    (["--json", __file__ + "/cost.json"], "is a file, not a folder"),
+])
+def test_the_cost_sweeps_command_line_refuses_bad_arguments_before_any_work(argv, said, capsys):
+    with pytest.raises(SystemExit) as info:
+        continual.main(argv)
+    assert info.value.code == 2 and said in capsys.readouterr().err
+

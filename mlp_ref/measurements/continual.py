@@ -35,12 +35,14 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 import tracemalloc
 
 import numpy as np
 
-from .. import data, fast, fixes, losses, resources
+from .. import _files, data, fast, fixes, losses, resources
+from .._argtypes import path, rows_list, whole
 from ..architectures import SplitHeads, TwoTower
 from ..jacobian import GramSolver, OutputJacobian
 from ..network import MLP
@@ -303,7 +305,7 @@ def _best_time(work, repeats):
     return best
 
 
-def constraint_cost(memory_sizes=COST_SIZES, hidden=HIDDEN, repeats=3, seed=SEED):
+def constraint_cost(memory_sizes=COST_SIZES, hidden=HIDDEN, repeats=3, seed=SEED, log=None):
     """Time and memory of one projected direction holding outputs 0-4 on m memory images,
     training on the ~600 new images, against m. Best of ``repeats`` wall times, in seconds.
 
@@ -314,7 +316,7 @@ def constraint_cost(memory_sizes=COST_SIZES, hidden=HIDDEN, repeats=3, seed=SEED
     ``eigh`` (the reference's rank-revealing solve, ``jacobian.GramSolver``), ``cholesky``
     (``fast.GramSolver``: one shifted Cholesky whose success certifies full rank), ``peak_fast``,
     ``peak_reference`` (tracemalloc's peak, bytes), ``gram_bytes`` (8 n^2, n = 5 m); and
-    ``sizes``, ``n_params``, ``n_new``, ``repeats``.
+    ``sizes``, ``n_params``, ``n_new``, ``repeats``. ``log``, if given, gets a line per m.
     """
     d = tasks(seed)
     net = MLP([64, hidden, hidden, 10], hidden="tanh", init_std=INIT_STD, seed=seed)
@@ -339,6 +341,9 @@ def constraint_cost(memory_sizes=COST_SIZES, hidden=HIDDEN, repeats=3, seed=SEED
         out["peak_fast"].append(_peak_bytes(timed["fast"]))
         out["peak_reference"].append(_peak_bytes(timed["reference"]))
         out["gram_bytes"].append(int(gram.nbytes))
+        if log is not None:
+            log(f"[{len(out['m'])}/{len(memory_sizes)}] m = {m}: reference {out['reference'][-1]:.3f} s, "
+                f"fast {out['fast'][-1]:.3f} s")
     out.update(sizes=list(net.sizes), n_params=net.n_params, n_new=len(X), repeats=repeats)
     return out
 
@@ -387,13 +392,23 @@ def main(argv=None):
     the cost sweep, printed, and saved as JSON; ``--json`` alone writes the copy that ships with
     the package (``resources.CONTINUAL_COST_PATH``), which continual_cost.png is drawn from."""
     parser = argparse.ArgumentParser(prog="python -m mlp_ref.measurements.continual", description=main.__doc__)
-    parser.add_argument("--json", nargs="?", const=resources.CONTINUAL_COST_PATH,
+    parser.add_argument("--json", nargs="?", const=resources.CONTINUAL_COST_PATH, type=path,
                         help="save the sweep here (alone: the shipped copy)")
-    parser.add_argument("--sizes", default=",".join(map(str, COST_SIZES)))
-    parser.add_argument("--hidden", type=int, default=HIDDEN)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sizes", type=rows_list, default=list(COST_SIZES),
+                        help=f"memory sizes m (default: {','.join(map(str, COST_SIZES))})")
+    parser.add_argument("--hidden", type=whole(1), default=HIDDEN, help=f"hidden width (default {HIDDEN})")
+    parser.add_argument("--repeats", type=whole(1), default=3, help="timed calls, the best kept (default 3)")
     args = parser.parse_args(argv)
-    res = constraint_cost(tuple(int(s) for s in args.sizes.split(",")), args.hidden, args.repeats)
+    if args.json is not None:
+        try:                        # before the sweep, not after minutes of it
+            _files.check_target("--json", args.json)
+        except (OSError, TypeError) as exc:
+            parser.error(str(exc))
+
+    def log(line):
+        print(line, file=sys.stderr, flush=True)
+
+    res = constraint_cost(tuple(args.sizes), args.hidden, args.repeats, log=log)
     res["machine"] = {"python": platform.python_version(), "numpy": np.__version__,
                       "processor": platform.machine(), "cpus": os.cpu_count(),
                       "load": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
@@ -405,9 +420,14 @@ def main(argv=None):
               f"{res['gram'][i]:8.4f} {res['eigh'][i]:8.4f} {res['cholesky'][i]:8.4f} "
               f"{res['peak_fast'][i] / 2**20:9.2f} {res['gram_bytes'][i] / 2**20:9.2f}")
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(res, fh, indent=1)
-            fh.write("\n")
+        text = json.dumps(res, indent=1) + "\n"
+        try:                        # whole or not at all, as every file the package writes
+            _files.write_atomically("--json", args.json, lambda f: f.write(text.encode("utf-8")))
+        except OSError as exc:
+            log(f"--json: could not write {args.json!r} ({exc.strerror or exc}); the results are "
+                f"the table above")
+            raise SystemExit(1) from None
+        log(f"wrote {args.json}")
     return res
 
 

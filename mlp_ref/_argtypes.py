@@ -1,0 +1,40 @@
+"""argparse types shared by the command lines (``cli`` and ``measurements.continual``): each
+refuses a bad value with a message that argparse prefixes with the option's name."""
+from __future__ import annotations
+
+import argparse
+
+
+def whole(minimum, maximum=None):
+    """A whole number >= minimum (and <= maximum)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            expected = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+            raise argparse.ArgumentTypeError(f"expected a whole number {expected}, got {text!r}")
+        return value
+    return parse
+
+
+def rows_list(text):
+    """One or more distinct positive whole numbers, comma-separated (memory sizes m)."""
+    try:
+        rows = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}")
+    if min(rows) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive whole numbers, e.g. 16,32,64, got {text!r}")
+    if len(set(rows)) != len(rows):
+        raise argparse.ArgumentTypeError(f"expected distinct sizes (each is one point of the growth "
+                                         f"fit), got {text!r}")
+    return rows
+
+
+def path(text):
+    """A file path that is not empty."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a file path, got ''")
+    return text
