@@ -85,8 +85,12 @@ def load(cls, path):
         _check_param(f"path: {path!r}: key {key!r}", arrays[key], shape, arch["dtype"],
                      why=f" (sizes {sizes}, dtype {arch['dtype'].name})")
 
-    net = cls(sizes, hidden=acts[:-1], output=acts[-1], init_std=arch["init_std"],
-              seed=arch["seed"], dtype=arch["dtype"])
+    try:
+        net = cls(sizes, hidden=acts[:-1], output=acts[-1], init_std=arch["init_std"],
+                  seed=arch["seed"], dtype=arch["dtype"])
+    except (ValueError, TypeError) as exc:   # a value its reader took that the network refuses
+        name, _, what = str(exc).partition(": ")
+        raise fail(name, what) if name in ARCHITECTURE_KEYS else fail("sizes", str(exc)) from None
     # np.array: our own writeable copy, whatever buffer np.load handed out
     net.params = {key: np.array(arrays[key]) for key in shapes}
     return net

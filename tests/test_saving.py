@@ -158,6 +158,8 @@ def test_missing_file(tmp_path):
     (dict(dtype=np.array("float16")), r"key 'dtype': expected 'float64' or 'float32', got 'float16'"),
     (dict(dtype=np.array("float32")), r"key 'W1': expected dtype float32"),
     (dict(init_std=np.array(-1.0)), r"key 'init_std': init_std: expected a number >= 0"),
+    (dict(init_std=np.array(1e308)), r"key 'init_std': expected a number <= 2.81e\+306, so that every "
+                                     r"parameter drawn fits in float64, got 1e\+308"),
     (dict(seed=np.array(3)), r"key 'seed': expected a single string"),
     (dict(seed=np.array("-3")), r"key 'seed': expected the digits of a whole number"),
     (dict(format=np.array(1.0)), r"key 'format': expected a single string, got array of shape \(\)"),
