@@ -753,7 +753,8 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     history = []
     with fixes.all_or_nothing(net):
         for it in range(max_iter + 1):
-            z, a = forward(net, keep_X)
+            with fixes.blamed_on_ref(history):
+                z, a = forward(net, keep_X)
             r = (a[net.depth][:, keep] - ref).reshape(-1)
             history.append(float(np.max(np.abs(r))))
             if history[-1] <= tol or it == max_iter or not np.isfinite(history[-1]):

@@ -372,6 +372,21 @@ def restoring_step(net, D, residual, step=None):
                          f"parameters ({exc})") from None
 
 
+@contextmanager
+def blamed_on_ref(history):
+    """A forward pass of ``restore`` that overflows after its first steps: the steps that ref
+    asked for did it, so ref is named (``history``: the residuals so far; none: the network
+    was broken before any step, and says so itself)."""
+    try:
+        yield
+    except ValueError as exc:
+        if not history or not str(exc).startswith("forward:"):
+            raise
+        raise ValueError(f"ref: expected values the network can reach: {len(history)} restoring "
+                         f"step(s) toward max |O - ref| = {history[0]:.3g} made its output "
+                         f"overflow ({exc})") from None
+
+
 def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     """Gauss-Newton retraction onto {O_keep(keep_X) = ref}, in place.
 
@@ -388,7 +403,8 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     history = []
     with all_or_nothing(net):
         for it in range(max_iter + 1):
-            r = (net(keep_X)[:, keep] - ref).reshape(-1)      # rows c = i q + j, as J's
+            with blamed_on_ref(history):
+                r = (net(keep_X)[:, keep] - ref).reshape(-1)  # rows c = i q + j, as J's
             history.append(float(np.max(np.abs(r))))
             if history[-1] <= tol or it == max_iter or not np.isfinite(history[-1]):
                 break

@@ -233,6 +233,7 @@ def _read_only(net):
 
 
 BIG_G = np.array([0.0, -1.7e308])
+RELU = mr.MLP([3, 4, 4, 2], hidden="relu", seed=0)     # its output can be pushed past float64
 STATEFUL_BAD_INPUTS = [
     # numpy masked arrays: the mask would be dropped, the data under it used
     ("masked X forward", lambda net, opt: net.forward(_masked(X)), TypeError, r"X: expected a plain array"),
@@ -276,6 +277,11 @@ STATEFUL_BAD_INPUTS = [
      r"keep_X \(X when not given\): expected values for which the Gram"),
     ("restore ref 1e306", lambda net, opt: fixes.restore(net, X, np.full(8, 1e306)), ValueError,
      r"ref: expected values the network can reach"),
+    # a step that fits, and an output that then overflows: the ref asked for it (both tiers)
+    ("restore ref 1e200 relu", lambda net, opt: fixes.restore(RELU, X, np.full(8, 1e200)), ValueError,
+     r"ref: expected values the network can reach: 1 restoring step\(s\) toward max \|O - ref\| = 1e\+200"),
+    ("fast restore ref 1e200 relu", lambda net, opt: mr.fast.restore(RELU, X, np.full(8, 1e200)),
+     ValueError, r"ref: expected values the network can reach: 1 restoring step"),
     # atomic: the network refuses the update (a read-only parameter): the moments do not advance
     ("adam apply read-only", lambda net, opt: opt.apply(_read_only(net), direction(net)), ValueError,
      r"net: parameters \['b2'\] are read-only"),
@@ -328,3 +334,11 @@ def test_bad_input_names_the_argument_and_changes_nothing(call, exc, pattern):
 def test_numerical_gradient_of_a_float_copy_is_right_where_an_int_array_is_refused():
     x = np.array([1, 2, 3]).astype(float)               # what the message tells the caller to pass
     assert np.allclose(gradcheck.numerical_gradient(lambda: x * x, x), [2.0, 4.0, 6.0], rtol=1e-9)
+
+
+def test_a_restore_whose_steps_overflow_the_output_changes_nothing():
+    for restore in (fixes.restore, mr.fast.restore):
+        net = RELU.copy()
+        with pytest.raises(ValueError, match="^ref: "):
+            restore(net, X, np.full(8, 1e200))
+        assert param_bytes(net) == param_bytes(RELU)
