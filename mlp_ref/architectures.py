@@ -425,6 +425,9 @@ class TwoTower(_Composed):
             raise TypeError(f"record: expected the TowerForward record returned by "
                             f"model.forward(X) of a TwoTower with {len(self.groups)} towers, "
                             f"got {_checks.describe(record)}")
+        if not (isinstance(record.output, np.ndarray) and record.output.ndim == 2):
+            raise ValueError(f"record: expected .output, the (n, {self.sizes[-1]}) array that "
+                             f"forward made, got {_checks.describe(record.output)}")
         n, K = record.output.shape
         G = _checks.rows_or_vector("G", G, self.dtype, n, K)
         stages, grads = {}, {}

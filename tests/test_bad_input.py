@@ -78,6 +78,9 @@ BAD_INPUTS = [
      r"record: expected a forward record of a network with sizes \[3, 4, 2\]"),
     ("record-by-hand", lambda: net342().backward(mr.Forward(X=X5), [0, 1]), ValueError,
      r"record: expected a forward record .*got a keys \[\] and z keys \[\]"),
+    ("towers-record-without-output", lambda: mr.TwoTower([3, 4, 2]).backward(
+        mr.architectures.TowerForward(X=X5, towers=mr.TwoTower([3, 4, 2]).forward(X5).towers), [0, 1]),
+     ValueError, r"record: expected .output, the \(n, 2\) array that forward made, got NoneType None"),
     ("record-torn", lambda: net342().backward(torn_record(), [0, 1]), ValueError,
      r"record: expected every stage of shape \(n, width\) with the n = 5 rows of a0"),
     ("G-shape", lambda: net342().backward(record342(), np.ones((5, 3))), ValueError,
