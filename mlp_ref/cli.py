@@ -159,7 +159,7 @@ COMMANDS = {
     "table": (cmd_table, "the question's side-by-side table of every fix (the default)"),
     "replay": (cmd_replay, "replay the accepted answer's TensorFlow script in NumPy"),
     "stages": (cmd_stages, "print every forward and backward stage of the seed network"),
-    "figures": (cmd_figures, "regenerate every figure (PNG) into figures/ or --out DIR"),
+    "figures": (cmd_figures, "regenerate every figure into figures/ or --out DIR (PNG; --format svg or pdf)"),
     "bench": (cmd_bench, "time a training step against its matmuls, and each fix's cost"),
     "check": (cmd_check, "grade your answer to an exercise: check tutorials/exercises/01_....py"),
 }

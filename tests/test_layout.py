@@ -1,4 +1,5 @@
-"""The layout of the package, read from its source: imports flow one way (DESIGN.md's
+"""The layout of the package, read from its source: imports flow one way (the project's design
+document's, shared/DESIGN.md outside this repository:
 activations -> network -> jacobian -> fixes -> optim -> measurements -> plots -> cli), with no
 cycle, no private name reached across modules, and every import at the top of its module but
 matplotlib's (``import mlp_ref`` must not load it: test_cli.py runs that check)."""
@@ -95,7 +96,7 @@ def test_a_module_imports_nothing_above_its_room(module):
 
 
 def test_the_lesson_follows_the_chain_rule_down():
-    # within the core, the order DESIGN.md draws: a lower step never imports a higher one
+    # within the core, the order the design document draws: a lower step never imports a higher one
     order = ["mlp_ref.activations", "mlp_ref.network", "mlp_ref.jacobian", "mlp_ref.fixes"]
     for i, low in enumerate(order):
         assert not GRAPH[low] & set(order[i + 1:]), low
