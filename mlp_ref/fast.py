@@ -485,9 +485,10 @@ def certify(gram, rcond):
     reference's other cut-off): lam_min(gram) >= max(rcond T, tiny) + beta > 0, so gram is
     positive definite, lam_max(gram) <= trace(gram) <= T, and lam_min(gram) > rcond lam_max and
     > tiny: no eigenvalue under the reference's cut-offs (``kept_eigenvalues``). The margin
-    beta >= (n + 2) u trace(gram) also exceeds, in practice, the error of the reference's computed eigenvalues (LAPACK
-    bounds it by p(n) u ||gram||_2 with p a modest function of n, not stated), so that the
-    reference finds the same rank: the tests check it, the inequality does not.
+    beta >= (n + 2) u trace(gram) also exceeds, in practice, the error of the reference's
+    computed eigenvalues (LAPACK bounds it by p(n) u ||gram||_2 with p a modest function of n,
+    not stated), so that the reference finds the same rank: the tests check it, the
+    inequality does not.
 
     The price of rigour: sigma ~ 4 n u T, so the certificate covers cond up to about
     lam_max / sigma (7e9 for the 2,560 constraints of the memory sweep, trace 130 lam_max;

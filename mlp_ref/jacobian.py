@@ -257,9 +257,9 @@ class GramSolver:
 
     gram = V diag(lam) V^T (eigendecomposition). Eigenvalues above ``rcond * max(lam)`` (and
     above the smallest normal number: ``kept_eigenvalues``) are inverted, the rest are treated
-    as exactly zero: this is what makes redundant constraints
-    (duplicate rows, dead ReLU units, more constraints than parameters) harmless, since
-    their directions are simply not in the row space. Then gram^+ = V diag(1/lam kept) V^T.
+    as exactly zero: this is what makes redundant constraints (duplicate rows, dead ReLU
+    units, more constraints than parameters) harmless, since their directions are simply not
+    in the row space. Then gram^+ = V diag(1/lam kept) V^T.
 
     rcond defaults to m * eps(dtype), the size of the roundoff in the eigenvalues of an
     (m, m) matrix; in terms of J that drops singular values below sqrt(rcond) * sigma_max
