@@ -87,6 +87,8 @@ def cmd_figures(args):
               file=sys.stderr)
         return 130
     except OSError as exc:
+        if not str(exc).startswith("out:") and exc.errno in (errno.EPIPE, errno.ENOSPC):
+            raise                   # the progress lines' stdout, not --out: main says so
         message = str(exc) if str(exc).startswith("out:") else f"{exc.strerror or exc}"
         print(f"--out: cannot write figures into {args.out!r} ({message})", file=sys.stderr)
         return 2
@@ -219,7 +221,10 @@ def main(argv=None):
         sys.stdout.flush()
         return status
     except BrokenPipeError:                       # `mlp-ref stages | head`: the reader has gone
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no second error at exit
+        try:                                      # no second error when Python flushes at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):             # a stdout with no file behind it
+            pass
         return 1
     except OSError as exc:
         if exc.errno == errno.ENOSPC:             # `> /dev/full`: stdout itself cannot be written

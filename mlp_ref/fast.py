@@ -680,8 +680,13 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     keep = check_keep(keep, net.sizes[-1])
     J = Jacobian.from_record(net, *forward(net, keep_X), keep)
     gram = fixes.finite_gram(J, keep_X)
+    given = D
     D = {k: np.array(v) for k, v in D.items()}       # ours to write over: the caller's D stays
-    return project_out(J, GramSolver(gram, rcond), gram, D, refine)
+    with np.errstate(over="ignore", invalid="ignore"):    # an overflow is handed on below
+        D = project_out(J, GramSolver(gram, rcond), gram, D, refine)
+    if not all_finite(D):         # our products overflowed: the reference's answer, or its message
+        return fixes.nullspace(net, given, keep_X, keep, rcond, refine)
+    return D
 
 
 def project_out(J, solve, gram, D, refine):
@@ -715,9 +720,20 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     if keep_X is not None:
         keep_X = check_inputs(net, keep_X, "keep_X")
         if not np.array_equal(keep_X, X):
-            return nullspace(net, gradient(net, X, G), keep_X, keep, rcond, refine)
+            try:
+                return nullspace(net, gradient(net, X, G), keep_X, keep, rcond, refine)
+            except ValueError as exc:     # D is ours, made from G: the reference's message
+                if not str(exc).startswith("D"):
+                    raise
+                return fixes.project(net, X, G, keep, keep_X, rcond, refine)
     rcond, refine = fixes.check_rcond(rcond), fixes.check_refine(refine)
     keep = check_keep(keep, net.sizes[-1])
+    with np.errstate(over="ignore", invalid="ignore"):    # an overflow is handed on at the end
+        return _project_on_the_batch(net, X, G, keep, rcond, refine)
+
+
+def _project_on_the_batch(net, X, G, keep, rcond, refine):
+    """``project`` when keep_X is X (its docstring says how)."""
     z, a = forward(net, X)
     n, K = a[net.depth].shape
     # one backward pass for G and the one-hot e_k together: G's signals first, then J's
@@ -740,7 +756,7 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
         J.signals = None          # frees the stacked signals: D needs only E_l and the inputs
         D = J.from_signals(E)
     if not all_finite(D):         # G's signals overflowed: the reference says so, as for gradient
-        return fixes.project(net, X, G, keep, keep_X, rcond, refine)
+        return fixes.project(net, X, G, keep, None, rcond, refine)
     return D
 
 

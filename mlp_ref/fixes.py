@@ -149,7 +149,13 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     """
     X, G = check_XG(net, X, G)
     keep_X = X if keep_X is None else check_inputs(net, keep_X, "keep_X")
-    return nullspace(net, net.gradient(X, G), keep_X, keep, rcond, refine)
+    try:
+        return nullspace(net, net.gradient(X, G), keep_X, keep, rcond, refine)
+    except ValueError as exc:
+        if not str(exc).startswith("D"):      # D is ours here, made from G: G's size is to blame
+            raise
+        raise ValueError(f"G: expected values for which the projected direction stays finite in "
+                         f"{net.dtype}, got max |G| = {float(np.abs(G).max()):.3g} ({exc})") from None
 
 
 def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
@@ -230,7 +236,11 @@ def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
     ref = out[:, keep] if ref is None else check_ref(ref, X.shape[0], keep, net.dtype)
     G_total = np.array(G)
     with np.errstate(over="ignore", invalid="ignore"):
-        G_total[:, keep] += lam * (out[:, keep] - ref)
+        residual = out[:, keep] - ref
+        G_total[:, keep] += lam * residual
+    if not np.isfinite(residual).all():
+        raise ValueError(f"ref: expected values whose distance to the outputs stays finite in "
+                         f"{net.dtype}, got max |ref| = {float(np.abs(ref).max()):.3g}")
     if not np.isfinite(G_total).all():
         raise ValueError(f"lam: expected a weight for which G + lam * (O_keep - ref) stays finite "
                          f"in {net.dtype}, got lam = {lam:.3g} (max |O_keep - ref| = "

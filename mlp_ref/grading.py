@@ -46,9 +46,11 @@ class TimedOut(BaseException):
 
 @contextmanager
 def time_limit(seconds):
-    """Raise TimedOut in this thread once ``seconds`` have passed (a no-op where SIGALRM's
-    interval timer is missing, or off the main thread, where signals cannot be handled)."""
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+    """Raise TimedOut in this thread once ``seconds`` have passed. A no-op where SIGALRM's
+    interval timer is missing, off the main thread (where signals cannot be handled), and
+    while another timer runs (a caller's own, or an outer time_limit: that one stays)."""
+    if (not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread()
+            or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
         yield
         return
 
@@ -60,6 +62,7 @@ def time_limit(seconds):
     try:
         yield
     finally:
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)    # an alarm due now can no longer fire
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 

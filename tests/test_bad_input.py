@@ -14,6 +14,13 @@ NET, X, _ = seed_setup()
 G = np.array([0.0, -1.0])
 REF = NET(X)[:, 0]
 
+def _far_out():
+    """A float32 network whose out1 sits at -3e38: 3e38 - out1 overflows float32."""
+    net = mr.MLP([3, 4, 2], dtype=np.float32)
+    net.params["b2"][0] = -3e38
+    return net
+
+
 BAD_INPUTS = [
     # MLP(...)
     ("sizes-str", lambda: mr.MLP("3,4,2"), TypeError, r"sizes: expected a list"),
@@ -169,6 +176,8 @@ BAD_INPUTS = [
     ("penalty lam past float32", lambda: fixes.penalty(
         mr.MLP([3, 4, 2], dtype=np.float32), X, G, lam=1e39), ValueError,
      r"lam: expected a number <= 3.4e\+38, which fits in float32, got 1e\+39"),
+    ("penalty ref too far", lambda: fixes.penalty(_far_out(), X, G, ref=np.full(8, 3e38), lam=0.0),
+     ValueError, r"ref: expected values whose distance to the outputs stays finite in float32"),
     ("penalty lam times the residual overflows", lambda: fixes.penalty(
         mr.MLP([3, 4, 2], dtype=np.float32), X, G, ref=np.full(8, 100.0), lam=1e37), ValueError,
      r"lam: expected a weight for which G \+ lam \* \(O_keep - ref\) stays finite in float32"),

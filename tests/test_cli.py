@@ -233,3 +233,15 @@ def test_bench_keeps_its_table_when_the_json_cannot_be_written(tmp_path, monkeyp
     assert out == "the table of the run\n"
     assert err.startswith(f"--json: could not write '{tmp_path / 'gone' / 'bench.json'}'")
     assert err.rstrip().endswith("the results are the table above") and not (tmp_path / "gone").exists()
+
+
+def test_a_reader_that_goes_away_during_figures_is_not_blamed_on_out(monkeypatch, tmp_path, capsys):
+    """The progress lines' stdout breaking is not --out's fault (BrokenPipeError is an OSError,
+    which figures reports as --out's): main ends quietly, as for every command."""
+    from mlp_ref import cli as cli_module
+
+    def broken(*args, **kwargs):
+        raise BrokenPipeError(32, "Broken pipe")
+    monkeypatch.setattr(cli_module, "write_all", broken)
+    assert cli.main(["figures", "--out", str(tmp_path)]) == 1
+    assert "--out" not in capsys.readouterr().err

@@ -357,6 +357,7 @@ def test_continual_plots_draw_into_given_axes_and_title_their_data(res, cost):
     (["--hidden", "0"], "--hidden: expected a whole number >= 1"),
     (["--repeats", "0"], "--repeats: expected a whole number >= 1"),
     (["--json", ""], "--json: expected a file path, got ''"),
+    (["--sizes", "8,602"], "--sizes: expected memories of at most 601 images"),
     (["--json", __file__ + "/cost.json"], "is a file, not a folder"),
 ])
 def test_the_cost_sweeps_command_line_refuses_bad_arguments_before_any_work(argv, said, capsys):
@@ -364,3 +365,8 @@ def test_the_cost_sweeps_command_line_refuses_bad_arguments_before_any_work(argv
         continual.main(argv)
     assert info.value.code == 2 and said in capsys.readouterr().err
 
+
+
+def test_a_memory_larger_than_the_old_task_is_refused():
+    with pytest.raises(ValueError, match=r"^m: expected a memory of 1 to 601 images"):
+        continual.memory(continual.tasks(), 602)

@@ -225,3 +225,18 @@ def test_a_file_that_is_not_utf8_is_one_line(tmp_path):
     path.write_bytes(b"\xff\xfe def f(): pass\n")
     status, out = check(path)
     assert status == 2 and out == f"check: {path}: not UTF-8 text (byte 0): save it as UTF-8, as Python files are\n"
+
+
+def test_a_time_limit_inside_another_leaves_the_outer_one_running():
+    """grading.time_limit does not cancel a timer that runs already (an outer limit, or the
+    caller's own): the inner one is then no limit, and the outer still fires."""
+    from mlp_ref import grading
+    if not hasattr(signal, "setitimer"):
+        pytest.skip("no interval timers on this OS (Windows)")
+    with pytest.raises(grading.TimedOut):
+        with grading.time_limit(0.3):
+            with grading.time_limit(5.0):
+                pass
+            while True:
+                pass
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0.0

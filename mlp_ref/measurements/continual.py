@@ -117,6 +117,9 @@ def first_task(hidden=HIDDEN, steps=FIRST_STEPS, lr=LR, seed=SEED):
 
 def memory(d, m, seed=SEED):
     """The first m images of a seeded permutation of the old training images: (m, 64)."""
+    if not 1 <= m <= len(d["X_old"]):
+        raise ValueError(f"m: expected a memory of 1 to {len(d['X_old'])} images (the old "
+                         f"training images), got {m}")
     order = np.random.default_rng(seed + 1).permutation(len(d["X_old"]))
     return d["X_old"][order[:m]]
 
@@ -399,6 +402,10 @@ def main(argv=None):
     parser.add_argument("--hidden", type=whole(1), default=HIDDEN, help=f"hidden width (default {HIDDEN})")
     parser.add_argument("--repeats", type=whole(1), default=3, help="timed calls, the best kept (default 3)")
     args = parser.parse_args(argv)
+    most = len(tasks(SEED)["X_old"])
+    if max(args.sizes) > most:
+        parser.error(f"--sizes: expected memories of at most {most} images (the old training "
+                     f"images), got {max(args.sizes)}")
     if args.json is not None:
         try:                        # before the sweep, not after minutes of it
             _files.check_target("--json", args.json)
@@ -413,20 +420,24 @@ def main(argv=None):
                       "processor": platform.machine(), "cpus": os.cpu_count(),
                       "load": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
                       "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS")}
+    failed = None
+    if args.json:                   # first: a reader of the table that goes away loses nothing
+        text = json.dumps(res, indent=1) + "\n"
+        try:                        # whole or not at all, as every file the package writes
+            _files.write_atomically("--json", args.json, lambda f: f.write(text.encode("utf-8")))
+        except OSError as exc:
+            failed = exc
     print(f"{'m':>5} {'5m':>6} {'fast s':>8} {'ref s':>8} {'gram s':>8} {'eigh s':>8} "
           f"{'chol s':>8} {'peak MiB':>9} {'gram MiB':>9}")
     for i, m in enumerate(res["m"]):
         print(f"{m:5d} {res['constraints'][i]:6d} {res['fast'][i]:8.4f} {res['reference'][i]:8.4f} "
               f"{res['gram'][i]:8.4f} {res['eigh'][i]:8.4f} {res['cholesky'][i]:8.4f} "
               f"{res['peak_fast'][i] / 2**20:9.2f} {res['gram_bytes'][i] / 2**20:9.2f}")
+    if failed is not None:
+        log(f"--json: could not write {args.json!r} ({failed.strerror or failed}); the results are "
+            f"the table above")
+        raise SystemExit(1)
     if args.json:
-        text = json.dumps(res, indent=1) + "\n"
-        try:                        # whole or not at all, as every file the package writes
-            _files.write_atomically("--json", args.json, lambda f: f.write(text.encode("utf-8")))
-        except OSError as exc:
-            log(f"--json: could not write {args.json!r} ({exc.strerror or exc}); the results are "
-                f"the table above")
-            raise SystemExit(1) from None
         log(f"wrote {args.json}")
     return res
 
