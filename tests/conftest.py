@@ -41,7 +41,8 @@ from mlp_ref.setups import seed_setup, visible_setup         # noqa: E402
 #: the jobs finish: the tests that use one run after all the others, so that the jobs have the
 #: whole run to finish in, and only those, so that little is left to do once the last job is
 #: done (the order of tests is no part of their meaning: each builds or reads what it needs).
-READ_THE_BACKGROUND = (("test_continual.py", "res"), ("test_figures.py", "runs"),
+READ_THE_BACKGROUND = (("test_continual.py", "res"), ("test_continual.py", "checkout"),
+                       ("test_figures.py", "runs"),
                        ("test_tutorials.py", "outputs"), ("test_bench.py", "bench_command"),
                        ("test_notebooks.py", "notebooks"))
 
