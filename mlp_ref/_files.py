@@ -141,3 +141,15 @@ def write_atomically(name, path, write):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp)
     return path
+
+
+def write_results(path, text):
+    """A command's results as the text file ``path`` (``--json``), written whole or not at
+    all, before the command prints its table: a reader of that table who goes away then loses
+    nothing. Returns None, or the line to print after the table when the file could not be
+    written (a disk that filled up during a long run, say): the table is then the result."""
+    try:
+        write_atomically("--json", path, lambda f: f.write(text.encode("utf-8")))
+    except OSError as exc:
+        return f"--json: could not write {path!r} ({exc.strerror or exc}); the results are the table above"
+    return None

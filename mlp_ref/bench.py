@@ -731,18 +731,11 @@ def main(args):
                   dense_repeats=args.dense_repeats,
                   dense_limit=int(args.dense_limit_gib * 2**30), log=log,
                   memory_rows=args.memory_rows)
-    failed = None
-    if args.json:                   # first: a reader of the table that goes away loses nothing
-        # whole or not at all: an interrupted write leaves the previous results readable
-        text = json.dumps(results, indent=1, sort_keys=True) + "\n"
-        try:
-            _files.write_atomically("--json", args.json, lambda f: f.write(text.encode("utf-8")))
-        except OSError as exc:      # a disk that filled up meanwhile: the table is the result
-            failed = exc
+    failed = args.json and _files.write_results(
+        args.json, json.dumps(results, indent=1, sort_keys=True) + "\n")
     print(format_table(results), flush=True)
-    if failed is not None:
-        log(f"--json: could not write {args.json!r} ({failed.strerror or failed}); the results are "
-            f"the table above")
+    if failed:
+        log(failed)
         return 1
     if args.json:
         log(f"wrote {args.json}")

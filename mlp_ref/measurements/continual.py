@@ -420,22 +420,15 @@ def main(argv=None):
                       "processor": platform.machine(), "cpus": os.cpu_count(),
                       "load": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
                       "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS")}
-    failed = None
-    if args.json:                   # first: a reader of the table that goes away loses nothing
-        text = json.dumps(res, indent=1) + "\n"
-        try:                        # whole or not at all, as every file the package writes
-            _files.write_atomically("--json", args.json, lambda f: f.write(text.encode("utf-8")))
-        except OSError as exc:
-            failed = exc
+    failed = args.json and _files.write_results(args.json, json.dumps(res, indent=1) + "\n")
     print(f"{'m':>5} {'5m':>6} {'fast s':>8} {'ref s':>8} {'gram s':>8} {'eigh s':>8} "
           f"{'chol s':>8} {'peak MiB':>9} {'gram MiB':>9}")
     for i, m in enumerate(res["m"]):
         print(f"{m:5d} {res['constraints'][i]:6d} {res['fast'][i]:8.4f} {res['reference'][i]:8.4f} "
               f"{res['gram'][i]:8.4f} {res['eigh'][i]:8.4f} {res['cholesky'][i]:8.4f} "
               f"{res['peak_fast'][i] / 2**20:9.2f} {res['gram_bytes'][i] / 2**20:9.2f}")
-    if failed is not None:
-        log(f"--json: could not write {args.json!r} ({failed.strerror or failed}); the results are "
-            f"the table above")
+    if failed:
+        log(failed)
         raise SystemExit(1)
     if args.json:
         log(f"wrote {args.json}")
