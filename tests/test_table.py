@@ -99,6 +99,20 @@ def test_the_penalty_holds_out1s_mean_and_no_weight_reaches_its_spread(setups):
         assert s[0] > 1000 * s[1]                                            # "over a thousand times"
 
 
+def test_the_penalty_limit_is_linearised_and_moves(setups):
+    """Tutorial 06: lam = 1.25, just above the starting limit (1.20 at lr 0.01), stays bounded
+    for 300 steps, while the limit itself rises."""
+    net, X, _ = setups["visible"]
+    ref, lr = net(X)[:, OUT1], LR["visible"]
+    start = fixes.penalty_limit(net, X) / lr
+    assert start < 1.25
+    trained = net.copy()
+    for _ in range(300):
+        trained.step(fixes.penalty(trained, X, G_QUESTION, ref=ref, lam=1.25), lr)
+    assert np.max(np.abs(trained(X)[:, OUT1] - ref)) < 1.0                   # bounded
+    assert fixes.penalty_limit(trained, X) / lr > 1.25 > start                # the limit rose past it
+
+
 def test_the_penalty_stability_limit_separates_the_tables_weight_from_3(setups):
     assert rules.PENALTY_LAM == 0.5
     lam_max = {}
