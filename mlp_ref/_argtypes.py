@@ -19,12 +19,26 @@ def whole(minimum, maximum=None):
     return parse
 
 
+def _whole_numbers(text):
+    """Comma-separated whole numbers, as a list."""
+    try:
+        return [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
+
+
+def sizes_list(text):
+    """Layer widths: at least two positive whole numbers, comma-separated."""
+    sizes = _whole_numbers(text)
+    if len(sizes) < 2 or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"expected at least two positive widths, e.g. 784,512,10, "
+                                         f"got {text!r}")
+    return sizes
+
+
 def rows_list(text):
     """One or more distinct positive whole numbers, comma-separated (memory sizes m)."""
-    try:
-        rows = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}")
+    rows = _whole_numbers(text)
     if min(rows) < 1:
         raise argparse.ArgumentTypeError(f"expected positive whole numbers, e.g. 16,32,64, got {text!r}")
     if len(set(rows)) != len(rows):

@@ -8,7 +8,7 @@ import os
 import sys
 
 from . import _checks, _files, bench, grading, report
-from ._argtypes import path, rows_list, whole
+from ._argtypes import path, rows_list, sizes_list, whole
 from .figures import FIGURES, FORMATS, write_all
 from .measurements import answer_replay, splitting, table
 from .resources import PROJECTION_COST_PATH
@@ -105,18 +105,6 @@ def cmd_bench(args):
     return bench.main(args)
 
 
-def _int_list(text):
-    """--sizes: at least two positive whole numbers, comma-separated."""
-    try:
-        sizes = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}")
-    if len(sizes) < 2 or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(f"expected at least two positive widths, e.g. 784,512,10, "
-                                         f"got {text!r}")
-    return sizes
-
-
 def _nonnegative_float(text):
     """A finite number >= 0 (inf would be no limit, and no size in bytes)."""
     try:
@@ -187,7 +175,7 @@ def build_parser():
     p.add_argument("--format", choices=FORMATS, default="png",
                    help="file format: png (the README's), svg or pdf (vector, for slides)")
     p = sub.add_parser("bench", help=COMMANDS["bench"][1])
-    p.add_argument("--sizes", type=_int_list, default=[784, 512, 512, 10],
+    p.add_argument("--sizes", type=sizes_list, default=[784, 512, 512, 10],
                    help="layer widths (default: 784,512,512,10)")
     p.add_argument("--batch", type=whole(1), default=256, help="rows of X (default 256)")
     p.add_argument("--repeats", type=whole(1), default=15, help="timed calls per measurement (default 15)")
