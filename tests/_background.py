@@ -1,7 +1,8 @@
 """The slow work done in other processes, started as soon as the tests are collected (when the
 whole suite runs, as soon as the session starts: tests/conftest.py): every tutorial script,
-every tutorial as a notebook in a Jupyter kernel, and the figures from an installed wheel and
-from this checkout (whose continual-learning run test_continual.py checks). They are tasks of
+every tutorial as a notebook in a Jupyter kernel, the figures from an installed wheel (the
+second run of each: the first is conftest's ``figure_run``, in the test process), and the
+bench command. They are tasks of
 one queue (``_Queue``), run one at a time on the second core while this process works through
 the other tests, and two at a time once it waits for them (``result``).
 
@@ -11,7 +12,6 @@ import asyncio
 import heapq
 import itertools
 import os
-import pickle
 import shutil
 import subprocess
 import sys
@@ -260,23 +260,6 @@ def wheel_figures(tmp):
     return out, res.stdout, where, script
 
 
-#: The real task's figures: all that the checkout's run draws when test_continual.py runs
-#: without test_figures.py (the first two drawn from continual.run()).
-CONTINUAL_FIGURES = ("continual_tradeoff.png", "continual_steps.png", "continual_cost.png")
-
-
-def checkout_figures(tmp, names=()):
-    """``python -m mlp_ref figures --out DIR`` from this checkout (``_figures_run.py``: the same
-    ``cli.main``), in a process of its own with one BLAS thread (as the wheel's run): the second
-    run of every figure, in another process; only ``names`` if given. Returns (folder of PNGs,
-    stdout, the ``continual.run()`` its continual figures drew)."""
-    out, run = tmp / "checkout", tmp / "continual.pickle"
-    res = _checked([sys.executable, str(Path(__file__).resolve().parent / "_figures_run.py"),
-                    str(out), str(run), *names], env=tutorial_env(), cwd=tmp)
-    with open(run, "rb") as f:
-        return out, res.stdout, pickle.load(f)
-
-
 class _Wheel(_Job):
     """The command ``figures`` from an installed wheel (``wheel_figures``).
     ``result()``: {"result": wheel_figures(...)} or {"error": what failed}."""
@@ -287,21 +270,6 @@ class _Wheel(_Job):
 
     def result(self):
         return self.wait()["wheel"]
-
-
-class _Checkout(_Job):
-    """The command ``figures`` from this checkout (``checkout_figures``): every figure when
-    test_figures.py runs, else (test_continual.py alone) only the continual ones.
-    ``result()``: {"result": checkout_figures(...)} or {"error": what failed}."""
-
-    def __init__(self, folder, files):
-        super().__init__()
-        every = "test_figures.py" in files
-        self.add("checkout", 16 if every else 6,
-                 lambda: checkout_figures(folder, () if every else CONTINUAL_FIGURES))
-
-    def result(self):
-        return self.wait()["checkout"]
 
 
 #: ``python -m mlp_ref bench`` on sizes so tiny that only the machinery is measured
@@ -423,7 +391,6 @@ class _Notebooks(_Job):
 #: job -> (how to start it, the test files that read it)
 _JOBS = {"tutorials": (_Tutorials, {"test_tutorials.py"}),
          "wheel": (_Wheel, {"test_figures.py"}),
-         "checkout": (_Checkout, {"test_figures.py", "test_continual.py"}),
          "notebooks": (_Notebooks, {"test_notebooks.py"}),
          "bench": (_Bench, {"test_bench.py"})}
 

@@ -5,6 +5,8 @@ so that a claim is checked on the very numbers that state it; those of the figur
 figures' own functions (``figures`` computes each once per process), called with the arguments
 the figures use.
 """
+import contextlib
+import io
 import os
 import sys
 
@@ -32,7 +34,7 @@ import _background  # noqa: E402
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-from mlp_ref import figures                                 # noqa: E402
+from mlp_ref import cli, figures                            # noqa: E402
 from mlp_ref.measurements import splitting, table           # noqa: E402
 from mlp_ref.setups import seed_setup, visible_setup         # noqa: E402
 
@@ -41,8 +43,7 @@ from mlp_ref.setups import seed_setup, visible_setup         # noqa: E402
 #: the jobs finish: the tests that use one run after all the others, so that the jobs have the
 #: whole run to finish in, and only those, so that little is left to do once the last job is
 #: done (the order of tests is no part of their meaning: each builds or reads what it needs).
-READ_THE_BACKGROUND = (("test_continual.py", "res"), ("test_continual.py", "checkout"),
-                       ("test_figures.py", "runs"),
+READ_THE_BACKGROUND = (("test_figures.py", "runs"),
                        ("test_tutorials.py", "outputs"), ("test_bench.py", "bench_command"),
                        ("test_notebooks.py", "notebooks"))
 
@@ -122,3 +123,27 @@ def order_result():
 def guarantees():
     """``table.measured_guarantees()``: the guarantees table of tutorial 06, measured."""
     return table.measured_guarantees()
+
+
+#: The real task's figures: all that ``figure_run`` draws when test_continual.py runs without
+#: test_figures.py (the first two drawn from ``continual.run()``).
+CONTINUAL_FIGURES = ("continual_tradeoff.png", "continual_steps.png", "continual_cost.png")
+
+
+@pytest.fixture(scope="session")
+def figure_run(request, tmp_path_factory):
+    """``python -m mlp_ref figures --out DIR``, run here: ``cli.main``, what the command runs.
+    Every figure when test_figures.py is collected (which compares it byte for byte with the
+    run of an installed wheel, in a process of its own), else only CONTINUAL_FIGURES.
+
+    In this process, the figures are drawn from the very computations that the fixtures above
+    check (``figures`` computes each once per process), and test_continual.py checks the
+    continual-learning run they drew. Returns (folder of the files, the progress lines,
+    ``figures.continual_run()``)."""
+    every = any(item.path.name == "test_figures.py" for item in request.session.items)
+    out = tmp_path_factory.mktemp("figures")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        status = cli.main(["figures", "--out", str(out), *([] if every else ["--only", *CONTINUAL_FIGURES])])
+    assert status == 0, printed.getvalue()
+    return out, printed.getvalue().splitlines(), figures.continual_run()

@@ -1,7 +1,7 @@
 """The real task: the digits loader, and every claim tutorial 08 and the README make about the
 continual-learning run, asserted on the very run the figures draw: ``continual.run()`` as the
-figure run from this checkout computed it (``figures.continual_run``, in another process started
-when the tests were collected, tests/_background.py), so that the suite computes it once."""
+figures command, run in this process, computed it (conftest's ``figure_run``:
+``figures.continual_run``)."""
 import importlib.util
 import json
 import re
@@ -14,7 +14,7 @@ from mlp_ref import data, figures, fixes, plots, tutorial
 from mlp_ref.measurements import continual
 from mlp_ref.measurements.continual import find
 
-import _background
+from conftest import CONTINUAL_FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,20 +74,10 @@ def test_smaller_memories_are_part_of_larger_ones():
 
 # -- the run ----------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
-def checkout():
-    """(the PNGs, the progress lines, ``continual.run()``) of the figure run from this checkout,
-    which drew at least the real task's figures (``_background.CONTINUAL_FIGURES``)."""
-    got = _background.result("checkout")
-    assert "error" not in got, got.get("error")
-    folder, stdout, run = got["result"]
-    return folder, stdout.splitlines(), run
-
-
-@pytest.fixture(scope="session")
-def res(checkout):
-    """``continual.run()``, from the process that drew continual_tradeoff.png and
-    continual_steps.png with it."""
-    return checkout[2]
+def res(figure_run):
+    """``continual.run()``: the run that continual_tradeoff.png and continual_steps.png were
+    drawn from (conftest's ``figure_run``)."""
+    return figure_run[2]
 
 
 def test_the_run_has_every_fix_and_memory_size(res):
@@ -323,11 +313,11 @@ def test_tutorial_08_says_what_the_run_does(res):
 
 
 # -- the figures --------------------------------------------------------------------------------
-def test_every_title_and_label_of_the_continual_figures_lies_inside_them(checkout):
+def test_every_title_and_label_of_the_continual_figures_lies_inside_them(figure_run):
     """The figure run names any text drawn past a figure's edge on that figure's progress line
     (``plots.style.cut_off_texts``): each of these lines ends with the figure's time."""
-    folder, lines, _ = checkout
-    for name in _background.CONTINUAL_FIGURES:
+    folder, lines, _ = figure_run
+    for name in CONTINUAL_FIGURES:
         line = next(line for line in lines if line.split()[1].endswith(f"/{name}"))
         assert re.fullmatch(rf"\[\d+/\d+\] \S+/{re.escape(name)}  \(\d+\.\d s\)", line), line
         assert (folder / name).exists()

@@ -1,7 +1,9 @@
 """The figures command: every figure written, slide-sized and small, byte-identical from run to
-run: ``python -m mlp_ref figures`` twice, in two other processes started when the tests were
-collected (tests/_background.py): once from this checkout, once from an installed wheel in a
-fresh virtual environment, run from an empty folder (the figure data ships inside the package)."""
+run: ``python -m mlp_ref figures`` twice, in two processes: once from this checkout in this one
+(conftest's ``figure_run``, which draws from the computations the other tests check), once from
+an installed wheel in a fresh virtual environment, run from an empty folder (the figure data
+ships inside the package), in another process started when the tests were collected
+(tests/_background.py)."""
 import re
 import struct
 from pathlib import Path
@@ -15,12 +17,10 @@ from _background import ROOT
 
 
 @pytest.fixture(scope="module")
-def runs():
-    """(folder of the checkout's run, its progress lines, the wheel's result)."""
-    checkout = _background.result("checkout")
-    assert "error" not in checkout, checkout.get("error")
-    folder, stdout, _ = checkout["result"]
-    return folder, stdout.splitlines(), _background.result("wheel")
+def runs(figure_run):
+    """(folder of the run in this process, its progress lines, the wheel's result)."""
+    folder, lines, _ = figure_run
+    return folder, lines, _background.result("wheel")
 
 
 def png_size(path):
