@@ -96,6 +96,19 @@ def question_table():
 
 
 @pytest.fixture(scope="session")
+def tangent_kernels():
+    """{"seed": ..., "visible": ...}: ``question.tangent_kernel`` of each setup, as
+    tangent_kernel.png draws them (the figure's own cached run)."""
+    return dict(zip(("seed", "visible"), figures.tangent_kernels()))
+
+
+@pytest.fixture(scope="session")
+def weight_changes():
+    """``question.weight_changes("seed")``: what one step of each fix moves (network_fixes.png)."""
+    return figures.seed_weight_changes()
+
+
+@pytest.fixture(scope="session")
 def drift_results():
     """The one-step runs of drift_vs_lr.png, visible setup first."""
     return figures.drift_results()

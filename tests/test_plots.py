@@ -37,11 +37,12 @@ def test_the_question_plots_have_their_axes(stages_result, effect):
 
 
 def test_every_fix_plot_has_its_axes_and_a_takeaway(drift_results, trajectories, slice_result,
-                                                     order_result, geometry):
-    kernels = [question.tangent_kernel("seed"), question.tangent_kernel("visible")]
+                                                     order_result, geometry, tangent_kernels,
+                                                     weight_changes):
+    kernels = [tangent_kernels["seed"], tangent_kernels["visible"]]
     cost = projection_cost.projection_cost_data(projection_cost.load())
     expected = [
-        (plots.network_fixes(question.weight_changes("seed")), 4 + 1),   # a panel per fix, a bar
+        (plots.network_fixes(weight_changes), 4 + 1),           # a panel per fix, a bar
         (plots.tangent_kernel(kernels), 2 * 4 + 2),             # 2 setups x 4 panels, 2 bars
         (plots.drift_vs_lr(drift_results), 2),
         (plots.trajectories(trajectories), 5),                  # 2 broken axes (2 each), gain

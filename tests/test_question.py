@@ -127,8 +127,8 @@ def test_each_stage_formula_computes_its_stage(stages, setups):
 
 # -- why out1 moves: the cross-output tangent kernel -------------------------------------------
 @pytest.mark.parametrize("setup", ["seed", "visible"])
-def test_the_output_layer_carries_none_of_the_cross_talk(setup):
-    res = question.tangent_kernel(setup)
+def test_the_output_layer_carries_none_of_the_cross_talk(setup, tangent_kernels):
+    res = tangent_kernels[setup]
     shares = res["shares"]
     L = max(l for l in shares if l != "total")
     assert np.all(shares[L] == 0.0) and res["norms"][L] == 0.0       # "exactly 0.0, every entry"
@@ -138,8 +138,8 @@ def test_the_output_layer_carries_none_of_the_cross_talk(setup):
     assert sum(res["fractions"].values()) == pytest.approx(1.0, abs=1e-12)
 
 
-def test_the_cross_talk_by_hidden_layer():
-    seed, visible = question.tangent_kernel("seed")["fractions"], question.tangent_kernel("visible")["fractions"]
+def test_the_cross_talk_by_hidden_layer(tangent_kernels):
+    seed, visible = (tangent_kernels[setup]["fractions"] for setup in ("seed", "visible"))
     assert seed[1] == pytest.approx(1.0, abs=1e-12)                 # "all of it through the one"
     assert 0.6 < visible[1] < 0.72 and 0.28 < visible[2] < 0.4      # "two thirds", "one third"
 
@@ -164,8 +164,8 @@ def test_the_prediction_error_shrinks_in_proportion_to_lr():
 
 
 # -- what one step of each fix moves (network_fixes.png) ----------------------------------------
-def test_what_each_fix_moves():
-    changes = question.weight_changes("seed")
+def test_what_each_fix_moves(weight_changes):
+    changes = weight_changes
     assert changes["rules"] == ["naive", "masked", "freeze", "project"]
     naive, masked, freeze, proj = (changes[r]["delta"] for r in changes["rules"])
     for key in naive:                                           # "= naive, bit for bit"
