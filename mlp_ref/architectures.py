@@ -124,7 +124,6 @@ class _Composed(Model):
         return self._activations
 
 
-
 class SplitHeads(_Composed):
     """A shared trunk and one output layer ("head") per group of outputs.
 

@@ -14,6 +14,7 @@ NET, X, _ = seed_setup()
 G = np.array([0.0, -1.0])
 REF = NET(X)[:, 0]
 
+
 def _far_out():
     """A float32 network whose out1 sits at -3e38: 3e38 - out1 overflows float32."""
     net = mr.MLP([3, 4, 2], dtype=np.float32)

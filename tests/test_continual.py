@@ -356,7 +356,6 @@ def test_the_cost_sweeps_command_line_refuses_bad_arguments_before_any_work(argv
     assert info.value.code == 2 and said in capsys.readouterr().err
 
 
-
 def test_a_memory_larger_than_the_old_task_is_refused():
     with pytest.raises(ValueError, match=r"^m: expected a memory of 1 to 601 images"):
         continual.memory(continual.tasks(), 602)

@@ -95,7 +95,6 @@ def test_a_small_slice():
     assert grid[5].tolist() == [x1[2], x2[1], 0.25]                          # row-major (x2, x1)
 
 
-
 def _out1_after(scale):
     """Another implementation of a step, made of mlp_ref's own directions, that steps by
     ``scale`` times lr: out1 on X after one step at each lr, as ``one_step_beside`` asks."""

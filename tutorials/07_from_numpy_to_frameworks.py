@@ -311,6 +311,7 @@ for name, fx in RUN.items():
 # %%
 source("PyTorch", "project_with_pinv")
 
+
 # %%
 def ratio_J1(fx, model, X, D):
     J1 = np.asarray(fx.jacobian(model, X))
