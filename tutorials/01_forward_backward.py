@@ -69,7 +69,9 @@ print(f"\nby hand: X[0] @ W1[:, 0] + b1[0] = {X[0] @ net.params['W1'][:, 0] + ne
 # (and $da_0 = dz_1 W_1^\top$, $\partial L / \partial X$, which no parameter needs).
 #
 # $G = \partial L / \partial O$ for every row: 0 for out1 (leave it alone), $-1$ for out2 (a
-# step against the gradient raises it). The parameter gradients are
+# step against the gradient raises it). No loss needs to be written down: $G$ itself defines
+# one, $L = \sum_{ik} G_{ik} O_{ik}$, whose gradient with respect to $O$ is $G$ (the scalar the
+# finite differences of §8 differentiate). The parameter gradients are
 # $g = \sum_i \sum_k G_{ik} \, \partial O_{ik} / \partial \theta$ (sample $i$, output $k$). The figure shows every stage as a heatmap.
 
 # %%
@@ -149,7 +151,8 @@ print(f"|delta out1 at lr {LR}| / |delta out1 at lr {LR / 2}| per sample:", np.r
 # ## 8. Check every stage against finite differences
 #
 # `mlp_ref.gradcheck.check` perturbs every entry of every stage by $\pm h$, runs the rest of the
-# network forward and compares the centred difference with backward's value. Every stage passes
+# network forward and compares the centred difference of $L = \sum_{ik} G_{ik} O_{ik}$ with
+# backward's value. Every stage passes
 # the project's tolerance of 1e-7 on the relative error; in float64 the worst is below 1e-10
 # here. Run it on any network you build: it names the stage and the entry that fails. (The
 # exercises' grader, `python -m mlp_ref check`, does the same for your own code.)

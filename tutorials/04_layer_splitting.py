@@ -7,11 +7,13 @@
 # too. How do we take a step that leaves out1 unchanged?
 #
 # The accepted answer's first recipe: "introduce two sets of variables: one for the connections
-# between the hidden layer and the first output block, one for the rest", then train only the
-# second set (`var_list`). Three ways to write it down: freeze every layer but the output layer
-# (`fixes.freeze`: with this $G$, whose out1 column is 0, only out2's weights of it move; §2 says
-# when that is not enough), give each output its own head on a shared trunk (`SplitHeads`), or
-# give each output a whole network of its own (`TwoTower`). Each holds out1 exactly: not to first
+# between the hidden layer and the first output block, one for the rest", then train only out2's
+# connections (its snippet passes `var_list=[W_h_to_out2, b_h_to_out2]`). Three ways to write it
+# down: freeze every layer but the output layer (`fixes.freeze`, the `var_list = [W2, b2]` of the
+# answer's scripts: with this $G$, whose out1 column is 0, only out2's weights in that layer
+# move; §2 says when that is not enough), give each output its own head on a shared trunk
+# (`SplitHeads`: training out2's head alone is the snippet's `var_list`), or give each output a
+# whole network of its own (`TwoTower`). Each holds out1 exactly: not to first
 # order, but to the last bit, on every input, at every step size. Each has a price, which we
 # measure.
 
@@ -36,11 +38,11 @@ def exactly_held(model, stepped, X):
 
 
 # %% [markdown]
-# ## 1. Freeze: the var_list recipe
+# ## 1. Freeze: var_list = [W2, b2], the output layer
 #
 # `fixes.freeze(net, X, G)` keeps the gradient of the output layer only ($W_L, b_L$, the
-# answer's `var_list = [W2, b2]`) and zeroes the rest. We take one step at each of five step
-# sizes $\eta$ from 0.001 to 10 on both setups and compare out1 before and after with `np.array_equal`, on the
+# `var_list = [W2, b2]` of the answer's scripts) and zeroes the rest. We take one step at each
+# of five step sizes $\eta$ from 0.001 to 10 on both setups and compare out1 before and after with `np.array_equal`, on the
 # batch and on 256 unseen inputs: identical, bit for bit, every time. out2 still rises. The
 # figure draws one step of each fix on the seed network: freezing moves only out2's weights.
 
@@ -63,7 +65,8 @@ figure("network_fixes", lambda: question.weight_changes("seed"))
 # Nothing out1 reads has changed. But that second half depends on $G$: with a real loss on both
 # outputs (the MSE against the targets $Y$), out1's own weights get a gradient, and
 # `var_list = [W2, b2]` moves out1. To hold out1 whatever $G$ is, freeze out1's own weights as
-# well: that is what separate heads make explicit.
+# well, as the answer's first recipe does (its `var_list` is out2's connections alone): that is
+# what separate heads make explicit (§3).
 
 # %%
 net, X, Y = seed_setup()
@@ -155,8 +158,8 @@ print(report.format_capacity(capacity))
 #
 # Layer splitting is the one family of fixes whose guarantee is exact: out1 is unchanged, bit
 # for bit, on every input, at every step size, because nothing it reads changes. The answer's
-# `var_list` is one form of it; with a real loss on both outputs, freeze out1's own weights too
-# (separate heads). The cost is capacity: a frozen trunk cannot learn for out2, and two towers
+# first recipe is one form of it, its `var_list` out2's connections alone (separate heads);
+# `var_list = [W2, b2]` holds out1 only while $G$'s out1 column is 0. The cost is capacity: a frozen trunk cannot learn for out2, and two towers
 # share nothing.
 #
 # Exercise: `tutorials/exercises/03_freeze.py` (freeze, the `var_list` recipe, and a head of

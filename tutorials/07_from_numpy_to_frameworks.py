@@ -140,13 +140,13 @@ for name, fx in RUN.items():
              rel_error({"o": fx.outputs(fx.model_from(net), X)}, {"o": net(X)}))
 
 # %% [markdown]
-# ## 2. The plain gradient, and freezing: the answer's var_list
+# ## 2. The plain gradient, and freezing: var_list = [W2, b2]
 #
-# `naive` is the vector-Jacobian product $g = \sum_i J_i^\top G_i$, with $J_i$ the Jacobian of
-# output $i$ over the batch and $G_i$ column $i$ of $G$ (`out.backward(G)`,
+# `naive` is the vector-Jacobian product $g = \sum_k J_k^\top G_{:,k}$, with $J_k$ the Jacobian
+# of output $k$ over the batch and $G_{:,k}$ column $k$ of $G$ (`out.backward(G)`,
 # `tape.gradient` with `output_gradients=G`). `freeze` trains only the output layer, the
-# answer's `var_list = [W2, b2]`: `requires_grad_(False)` in PyTorch, a shorter variable list in
-# TensorFlow. With $G = [0, -1]$ out1's own output weights get a zero gradient, so out1 does not
+# `var_list = [W2, b2]` of the answer's scripts: `requires_grad_(False)` in PyTorch, a shorter
+# variable list in TensorFlow. With $G = [0, -1]$ out1's own output weights get a zero gradient, so out1 does not
 # move at all: after a step of `freeze`, $\max|\Delta \mathrm{out}_1|$ is exactly 0.0 on the
 # batch and on 256 unseen inputs, in float64 and in float32.
 
@@ -273,8 +273,8 @@ figure("frameworks_drift_vs_lr", list(beside.values()),
 # $\mathrm{out}_1^{\mathrm{ref}}$, each the smallest $\delta$ with
 # $J_1 \delta = \mathrm{out}_1 - \mathrm{out}_1^{\mathrm{ref}}$ (a least-squares solve on $J_1$,
 # $J_1$ recomputed each time). $\mathrm{out}_1^{\mathrm{ref}}$ must be taken *before* the step:
-# taken after, the residual is zero and nothing is restored. After one projected step at the
-# question's $\eta$, the residual falls to 1e-12 of $\max|\mathrm{out}_1^{\mathrm{ref}}|$ or
+# taken after, the residual is zero and nothing is restored. After one projected step at each
+# setup's $\eta$, the residual falls to 1e-12 of $\max|\mathrm{out}_1^{\mathrm{ref}}|$ or
 # below in float64, within a few iterations.
 
 # %%
@@ -396,7 +396,8 @@ for name, fx in RUN.items():
 # setup. Not on the seed network: with $\mathrm{cond}(J_1) \approx$ 5e5, $J_1$'s row space itself
 # is fixed only to $\epsilon_{mach} \cdot \mathrm{cond}(J_1)$, about 1e-10, and two correct
 # float64 projections differ by a small multiple of that; the bound checked is
-# $n \cdot \epsilon_{mach} \cdot \mathrm{cond}(J_1)$, one for each of the $n = 8$ rows.
+# $n \cdot \epsilon_{mach} \cdot \mathrm{cond}(J_1)$, one for each of the $n = 8$ rows (or 1e-12,
+# where that is larger), printed below beside $\epsilon_{mach} \cdot \mathrm{cond}(J_1)$.
 
 # %%
 source("PyTorch", "adam", "adam_projected")
@@ -406,7 +407,9 @@ source("TensorFlow 2", "adam", "adam_projected")
 
 # %%
 for setup, (net, X, _) in SETUP.items():
-    print(f"{setup}: eps * cond(J1) = {np.finfo(float).eps * np.linalg.cond(dense_rows(net, X)):.1e}")
+    eps_cond = np.finfo(float).eps * np.linalg.cond(dense_rows(net, X))
+    print(f"{setup}: eps * cond(J1) = {eps_cond:.1e};  the bound, max(1e-12, n * eps * cond(J1)) = "
+          f"{max(1e-12, len(X) * eps_cond):.1e}")
 for name, fx in RUN.items():
     for setup, (net, X, _) in SETUP.items():
         model = fx.model_from(net)
@@ -452,7 +455,7 @@ else:
 # ## What to remember
 #
 # In a framework as in NumPy: freezing (`var_list`, `requires_grad`) holds out1 exactly, on
-# every input; a mask alone does not when $G$'s first column is already 0; projection holds it to
+# every input; a mask alone never does (and with $G = [0, -1]$ it changes nothing); projection holds it to
 # first order on the batch if $J_1$ and the solve are done in float64 with a least-squares
 # solve, and restoring steps to round-off if the reference was taken before the step; with Adam,
 # project the update with a fresh $J_1$; a penalty only pulls, and diverges above about

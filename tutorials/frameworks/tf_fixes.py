@@ -100,7 +100,7 @@ def _rows(G, out):
 
 
 def naive(model, X, G, var_list=None):
-    """The plain gradient g = sum_i J_i^T G_i (``mlp_ref.fixes.naive``).
+    """The plain gradient g = sum_k J_k^T G[:, k] (``mlp_ref.fixes.naive``).
 
     ``tape.gradient(out, variables, output_gradients=G)`` is the vector-Jacobian product
     G . d out / d theta, what mlp-ref's ``net.backward(record, G)`` returns. Variables not in
