@@ -46,13 +46,14 @@ def format_capacity(res):
     """``splitting.out2_capacity`` as text: what out2 can still learn under each kind of splitting."""
     steps = len(res["steps"]) - 1
     lines = [f"Teaching out2 a new function ({res['target']}) on {res['n']} inputs, {steps} steps, "
-             f"holding out1:",
-             f"{'variant':16} {'out2 MSE':>9} -> {'final':>9} {'|dout1| batch':>14} "
-             f"{'|dout1| unseen':>15} {'params moved':>13}"]
+             f"each way of holding out1",
+             "(and naive, unconstrained, beside them); max |dout1| after the last step:",
+             f"{'variant':16} {'out2 MSE':>9} -> {'final':>9} {'max |dout1| batch':>18} "
+             f"{'max |dout1| unseen':>19} {'params moved':>13}"]
     for name in ("naive", "freeze", "heads", "towers", "project+restore"):
         r = res[name]
-        lines.append(f"{name:16} {r['mse'][0]:9.4f} -> {r['mse'][-1]:9.4f} {r['drift_batch']:14.3e} "
-                     f"{r['drift_unseen']:15.3e} {r['n_moved']:>6} of {r['n_params']:<4}")
+        lines.append(f"{name:16} {r['mse'][0]:9.4f} -> {r['mse'][-1]:9.4f} {r['drift_batch']:18.3e} "
+                     f"{r['drift_unseen']:19.3e} {r['n_moved']:>6} of {r['n_params']:<4}")
     return "\n".join(lines)
 
 

@@ -83,7 +83,7 @@ def test_table_is_the_default_and_prints_every_rule(capsys):
     for name, rule in rules.RULES.items():
         assert f"seed     {name}" in text and f"visible  {name}" in text
         assert rule.guarantee in text
-    assert "after 3 steps" in text and "3 steps, holding out1" in text
+    assert "after 3 steps" in text and "3 steps, each way of holding out1" in text
     # the penalty's weight beside it, and a legend that defines every column
     assert f"seed     penalty lam={rules.PENALTY_LAM:g}" in text
     legend = text.split("Columns")[1].split("What each rule guarantees")[0]

@@ -160,6 +160,7 @@ def test_the_prediction_error_shrinks_in_proportion_to_lr():
     np.testing.assert_allclose(visible[1:3] / visible[:2], 10.0, rtol=0.05)   # lr <= 1e-3
     assert 2e-4 < visible[0] < 4e-4                              # "about 3e-4 at lr = 1e-5"
     assert 0.3 < visible[3] < 0.5                                # "about 0.4 at lr 0.01"
+    assert visible[4] > 1                                        # "fails outright" at 0.1
     assert seed[-1] < 1e-3                                       # "better than 1e-3 at lr 0.1"
 
 

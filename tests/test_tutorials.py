@@ -285,6 +285,9 @@ def test_02_prints_each_layers_share_and_the_dense_jacobian(outputs, setups):
     zero_columns = int(np.sum(np.all(J1[:, out2s_own] == 0.0, axis=0)))
     assert f"(columns {out2s_own}) that are exactly 0 in every row: {zero_columns} of 5" in out
     assert out.count("equal to tangent_kernel_by_layer to ") == 2
+    # "a few small entries of the W1 columns print as 0. or -0.: small, not zero"
+    W1 = J1[:, :net.params["W1"].size]
+    assert np.all(W1 != 0.0) and 0 < np.sum(np.abs(W1) < 5e-4) < W1.size / 4
 
 
 def test_02_prints_the_first_order_errors_of_first_order_drift(outputs):

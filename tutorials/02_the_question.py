@@ -68,7 +68,9 @@ figure("seed_problem", question.naive_step_effect(*SETUPS["visible"][:2], G_QUES
 # alone. On the seed network $J_1$ is $8 \times 26$: here it is, one block of columns per
 # parameter, in the order `W1, b1, W2, b2` (row-major, as `jacobian.flatten` orders them). The
 # columns of `W2[:, 1]` and `b2[1]`, out2's own weights, are exactly 0: out1 does not read them.
-# The columns of `W1` and `b1` are not: out1 reads the shared hidden layer.
+# The columns of `W1` and `b1` are not: out1 reads the shared hidden layer. (At three decimals a
+# few small entries of the `W1` columns print as `0.` or `-0.`: small, not zero; the count below
+# is of exact zeros.)
 
 # %%
 net, X, _ = SETUPS["seed"]
@@ -130,8 +132,9 @@ figure("tangent_kernel", lambda: [question.tangent_kernel(name) for name in SETU
 # 0.1. The relative error, $\max|\text{actual} - \text{predicted}| / \max|\text{actual}|$,
 # shrinks in proportion to $\eta$ while $\eta$ is small (what is left is the $O(\eta^2)$
 # curvature term): on the visible setup it is about 3e-4 at $\eta$ = 1e-5 and about 0.4 at the
-# visible setup's $\eta$ of 0.01 (one step there is already far from first order). On the seed
-# setup the prediction is good to better than 1e-3 even at $\eta = 0.1$.
+# visible setup's $\eta$ of 0.01 (one step there is already far from first order); at 0.1, ten
+# times that, the prediction fails outright (a relative error above 1). On the seed setup the
+# prediction is good to better than 1e-3 even at $\eta = 0.1$.
 
 # %%
 lrs = np.logspace(-5, -1, 5)
