@@ -102,7 +102,7 @@ print(f"\ncolumns of W2[:, 1] and b2[1] (columns {out2s_own}) that are exactly 0
 # cross-talk flows through the shared hidden layers: all of it through the one hidden layer of
 # the seed network, about two thirds through the first and one third through the second hidden
 # layer of the visible one. `jacobian.tangent_kernel_by_layer` computes the same shares without
-# ever building $J$ (tutorial 05).
+# ever building $J$, by the Gram trick of tutorial 05 (its §6).
 
 # %%
 shares = {}
