@@ -169,7 +169,7 @@ def step(net, D, lr):
     if not all_finite(new):
         broken = [key for key in new if not all_finite({key: new[key]})]
         checked = _checks.param_dict("D", D, net.param_shapes, net.dtype)   # NaN/inf in D: say so
-        raise overflow_error(broken, lr, checked)
+        raise overflow_error(net, broken, lr, checked)
     for key, v in new.items():
         np.copyto(net.params[key], v)
     return net
@@ -779,6 +779,9 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
             J = Jacobian.from_record(net, z, a, keep)
             solve = GramSolver(fixes.finite_gram(J, keep_X), rcond)
             J.drop_input_kernels()
-            fixes.restoring_step(net, J.rmatvec(solve(r)), history[-1], step)
+            # r scaled by a power of two (exactly: the same bits), since the solver's conjugate
+            # gradients square it: a residual of 1e200 would overflow them, and the loop stall
+            scale = np.ldexp(r.dtype.type(1), int(np.frexp(history[-1])[1]) - 1)
+            fixes.restoring_step(net, J.rmatvec(solve(r / scale) * scale), history[-1], step)
     return RestoreReport(converged=history[-1] <= tol, iterations=len(history) - 1,
                          residual=history[-1], history=history)

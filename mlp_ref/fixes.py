@@ -149,13 +149,15 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     """
     X, G = check_XG(net, X, G)
     keep_X = X if keep_X is None else check_inputs(net, keep_X, "keep_X")
+    g = net.gradient(X, G)
     try:
-        return nullspace(net, net.gradient(X, G), keep_X, keep, rcond, refine)
+        return nullspace(net, g, keep_X, keep, rcond, refine)
     except ValueError as exc:
         if not str(exc).startswith("D"):      # D is ours here, made from G: G's size is to blame
             raise
         raise ValueError(f"G: expected values for which the projected direction stays finite in "
-                         f"{net.dtype}, got max |G| = {float(np.abs(G).max()):.3g} ({exc})") from None
+                         f"{net.dtype}, got max |G| = {float(np.abs(G).max()):.3g} (a gradient of "
+                         f"max |g| = {largest(g):.3g})") from None
 
 
 def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
@@ -179,10 +181,20 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     rcond, refine = check_rcond(rcond), check_refine(refine)
     J = jacobian.of(net, keep_X, keep)
     solve = GramSolver(finite_gram(J, keep_X), rcond)     # (J J^T)^+
+    given = D
     for _ in range(1 + refine):                           # the projection, then its refinements
-        alpha = solve(J.matvec(D))                        # (J J^T)^+ J D
-        D = subtract(D, J.rmatvec(alpha))                 # D - J^T alpha
+        with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named below
+            alpha = solve(J.matvec(D))                    # (J J^T)^+ J D
+            D = subtract(D, J.rmatvec(alpha))             # D - J^T alpha
+        if not all(np.isfinite(v).all() for v in D.values()):
+            raise ValueError(f"D: expected values for which D - J^T (J J^T)^+ J D stays finite in "
+                             f"{net.dtype}, got max |D| = {largest(given):.3g}; scale D down")
     return D
+
+
+def largest(D):
+    """max |D| over every array of a dict like params."""
+    return max(float(np.abs(v).max()) for v in D.values())
 
 
 def subtract(A, B):
@@ -202,7 +214,11 @@ def project_dense(net, X, G, keep=(0,), keep_X=None):
     keep_X = X if keep_X is None else check_inputs(net, keep_X, "keep_X")
     g = net.gradient(X, G)
     J = jacobian.dense_rows(net, keep_X, keep)              # (n' q, P)
-    D = flatten(g) - np.linalg.pinv(J) @ (J @ flatten(g))    # g - J^+ J g
+    with np.errstate(over="ignore", invalid="ignore"):      # an overflow is named below
+        D = flatten(g) - np.linalg.pinv(J) @ (J @ flatten(g))    # g - J^+ J g
+    if not np.isfinite(D).all():
+        raise ValueError(f"G: expected values for which the projected direction stays finite in "
+                         f"{net.dtype}, got max |G| = {float(np.abs(G).max()):.3g}")
     return unflatten(D, g)
 
 
@@ -245,7 +261,17 @@ def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
         raise ValueError(f"lam: expected a weight for which G + lam * (O_keep - ref) stays finite "
                          f"in {net.dtype}, got lam = {lam:.3g} (max |O_keep - ref| = "
                          f"{float(np.abs(out[:, keep] - ref).max()):.3g})")
-    return net.gradient(X, G_total)
+    try:
+        return net.gradient(X, G_total)
+    except ValueError as exc:
+        pull = float(np.abs(lam * residual).max())
+        if not str(exc).startswith("G:") or pull <= float(np.abs(G).max()):
+            raise                   # the caller's G is the large part: its own message says so
+        blamed = "lam" if lam >= float(np.abs(residual).max()) else "ref"     # the larger factor
+        raise ValueError(f"{blamed}: expected values for which the pull lam * (O_keep - ref) keeps the "
+                         f"backward pass finite in {net.dtype}, got max |lam * (O_keep - ref)| = "
+                         f"{pull:.3g} (lam = {lam:.3g}, max |ref| = {float(np.abs(ref).max()):.3g}, "
+                         f"max |G| = {float(np.abs(G).max()):.3g})") from None
 
 
 def penalty_limit(net, X, keep=(0,)):
@@ -257,7 +283,7 @@ def penalty_limit(net, X, keep=(0,)):
     The bound moves as the network trains: check it again after many steps.
     """
     X = check_inputs(check_net(net), X)
-    lam_max = np.linalg.eigvalsh(jacobian.of(net, X, keep).gram())[-1]
+    lam_max = np.linalg.eigvalsh(finite_gram(jacobian.of(net, X, keep), X, "X"))[-1]
     return 2.0 / lam_max if lam_max > 0 else np.inf
 
 
@@ -334,14 +360,16 @@ class RestoreReport:
                 f"max |O - ref| = {self.residual:.3e}")
 
 
-def finite_gram(J, keep_X):
-    """J J^T, refused when it overflows: it holds a0 a0^T, so the culprit is keep_X's size."""
+def finite_gram(J, keep_X, name="keep_X (X when not given)"):
+    """J J^T, refused when it overflows: it holds a0 a0^T, so the culprit is the size of the
+    inputs ``keep_X`` (the argument ``name``)."""
     with np.errstate(over="ignore", invalid="ignore"):
         gram = J.gram()
     if not np.isfinite(gram).all():
-        raise ValueError(f"keep_X (X when not given): expected values for which the Gram J J^T (which holds "
-                         f"keep_X @ keep_X.T) stays finite, got max |keep_X| = "
-                         f"{float(np.abs(keep_X).max()):.3g}; scale keep_X down")
+        short = name.split()[0]
+        raise ValueError(f"{name}: expected values for which the Gram J J^T (which holds "
+                         f"{short} @ {short}.T) stays finite, got max |{short}| = "
+                         f"{float(np.abs(keep_X).max()):.3g}; scale {short} down")
     return gram
 
 

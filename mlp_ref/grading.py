@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+import reprlib
 import signal
 import sys
 import threading
@@ -525,13 +526,13 @@ def _exit_what(exc):
 def exercise_of(module, path):
     """The exercise a file answers: its EXERCISE constant, or its name (01_layer_backward.py)."""
     name = getattr(module, "EXERCISE", None)
-    if name in EXERCISES:
+    if isinstance(name, str) and name in EXERCISES:       # a list or a dict is no exercise's name
         return name
     for known in EXERCISES:
         if Path(path).stem.startswith(known):
             return known
     raise FileProblem(f"not one of the exercises: expected EXERCISE = one of {list(EXERCISES)}, "
-                      f"got {name!r}")
+                      f"got {reprlib.repr(name)}")
 
 
 def grade(module, exercise, path=None):

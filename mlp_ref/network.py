@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import math
+import numbers
 
 import numpy as np
 
@@ -171,7 +172,7 @@ class Model:
             new = {k: self.params[k] - lr * D[k] for k in self.params}     # theta - lr * D
         broken = [k for k, v in new.items() if not np.isfinite(v).all()]
         if broken:
-            raise overflow_error(broken, lr, D)
+            raise overflow_error(self, broken, lr, D)
         for k, v in new.items():
             self.params[k][...] = v
         return self
@@ -203,8 +204,16 @@ def check_writable(net):
                          f"copies: net.params[k] = net.params[k].copy()")
 
 
-def overflow_error(broken, lr, D):
-    """The error for a step whose new values would not be finite (D itself is finite)."""
+def overflow_error(net, broken, lr, D):
+    """The error for a step whose new values would not be finite (D itself is finite): the
+    parameters that already were not, or else lr."""
+    already = [f"{k} ({_checks.count_nonfinite(net.params[k])})" for k in broken
+               if not np.isfinite(net.params[k]).all()]
+    if already:
+        return ValueError(f"net: parameter{'s' if len(already) > 1 else ''} {', '.join(already)} "
+                          f"already hold{'' if len(already) > 1 else 's'} NaN/inf, whatever the step; "
+                          f"nothing was changed. Rebuild or reload the network (net.copy() before a "
+                          f"risky step keeps a good one)")
     return ValueError(f"lr: theta - lr * D would make {', '.join(broken)} overflow to inf/NaN "
                       f"(lr = {float(lr):g}, max |D[{broken[0]!r}]| = "
                       f"{np.abs(D[broken[0]]).max():.3g}); nothing was changed. Use a smaller lr")
@@ -283,6 +292,12 @@ class MLP(Model):
 
     def act(self, l):
         """The activation of layer l = 1 .. L: an object with ``.name``, ``.f(z)``, ``.df(z, a)``."""
+        if type(l) is not int:                   # the forward and backward loops pass ints
+            if isinstance(l, bool) or not isinstance(l, numbers.Integral):
+                raise TypeError(f"l: expected a layer number 1 .. {self.depth}, got {_checks.describe(l)}")
+            l = int(l)
+        if not 1 <= l <= self.depth:
+            raise ValueError(f"l: expected a layer number 1 .. {self.depth}, got {l}")
         return self._acts[l - 1]
 
     @property

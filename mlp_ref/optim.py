@@ -33,6 +33,7 @@ import numpy as np
 
 from . import _checks
 from .fixes import check_net
+from .network import check_lr
 
 ORDERS = ("update", "gradient")
 
@@ -105,7 +106,7 @@ class Optimizer:
         changes neither the optimizer nor the network.
         """
         net = check_net(net)
-        _checks.param_dict("D", D, net.param_shapes, net.dtype)
+        D = _checks.param_dict("D", D, net.param_shapes, net.dtype)    # in the network's dtype
         first = self.shapes is None
         U, commit = self._prepare(D)
         try:
@@ -173,11 +174,17 @@ class Optimizer:
                             f"got {_checks.describe(D)}")
         all32 = all(getattr(v, "dtype", None) == np.float32 for v in D.values())
         dtype = np.dtype(np.float32 if all32 else np.float64)
+        self._check_hyper(dtype)
         D = {k: _checks.as_array(f"D[{k!r}]", v, dtype) for k, v in D.items()}
         # fixed by the first direction; _rule creates the state from these shapes
         self.shapes = {k: a.shape for k, a in D.items()}
         self.dtype = dtype
         return D
+
+    def _check_hyper(self, dtype):
+        """The hyperparameters, representable in the state's dtype (in float32, 1e300 is inf
+        and 1e-50 is 0): checked once the first direction has fixed it."""
+        check_lr(self.lr, dtype)
 
     def _constrain(self, D):
         """Run the constraint on fresh copies and check that it returned a direction like D."""
@@ -309,6 +316,12 @@ class Adam(Optimizer):
 
     def _reset_state(self):
         self.t, self.m, self.v = 0, None, None
+
+    def _check_hyper(self, dtype):
+        super()._check_hyper(dtype)
+        if dtype.type(self.eps) == 0:
+            raise ValueError(f"eps: expected a value representable in {dtype} (at least "
+                             f"{np.finfo(dtype).smallest_subnormal:.3g}), got {self.eps}")
 
     def _hyper(self):
         return {"beta1": self.beta1, "beta2": self.beta2, "eps": self.eps}

@@ -201,6 +201,30 @@ BAD_INPUTS = [
     ("adam lr", lambda: optim.Adam(0.0), ValueError, r"lr:"),
     ("adam order", lambda: optim.Adam(0.1, order="sideways"), ValueError, r"order:"),
     ("momentum beta", lambda: optim.Momentum(0.1, beta=1.0), ValueError, r"beta:"),
+    # results that overflow: the argument whose size is to blame, never a NaN or "no limit"
+    ("penalty_limit X overflows the Gram", lambda: fixes.penalty_limit(
+        mr.MLP([3, 4, 2], hidden="relu"), np.full((2, 3), 1e160)), ValueError,
+     r"X: expected values for which the Gram J J\^T \(which holds X @ X.T\) stays finite"),
+    ("project_dense G", lambda: fixes.project_dense(NET, X, [1e307, 1e307]), ValueError,
+     r"G: expected values for which the projected direction stays finite in float64"),
+    ("nullspace D overflows", lambda: fixes.nullspace(NET, {k: np.full_like(v, 1e308) for k, v in NET.params.items()},
+                                                      X, refine=0), ValueError,
+     r"D: expected values for which D - J\^T \(J J\^T\)\^\+ J D stays finite in float64, got max \|D\| = 1e\+308"),
+    ("fast.nullspace D overflows", lambda: mr.fast.nullspace(
+        NET, {k: np.full_like(v, 1e308) for k, v in NET.params.items()}, X), ValueError,
+     r"D: expected values for which D - J\^T"),
+    ("penalty ref's pull overflows the backward pass", lambda: fixes.penalty(
+        NET, X, G, ref=np.full(8, 1e308), lam=1.0), ValueError,
+     r"ref: expected values for which the pull lam \* \(O_keep - ref\) keeps the backward pass finite"),
+    ("penalty lam's pull overflows the backward pass", lambda: fixes.penalty(
+        NET, X, G, ref=REF + 1.0, lam=1e308), ValueError, r"lam: expected values for which the pull"),
+    ("act(0)", lambda: NET.act(0), ValueError, r"l: expected a layer number 1 \.\. 2, got 0"),
+    ("act(3)", lambda: NET.act(3), ValueError, r"l: expected a layer number 1 \.\. 2, got 3"),
+    ("act('a')", lambda: NET.act("a"), TypeError, r"l: expected a layer number"),
+    ("adam eps is 0 in float32", lambda: optim.Adam(0.1, eps=1e-50).update({"W": np.zeros(3, np.float32)}),
+     ValueError, r"eps: expected a value representable in float32"),
+    ("sgd lr is inf in float32", lambda: optim.SGD(1e300).update({"W": np.ones(3, np.float32)}),
+     ValueError, r"lr: expected a value representable in float32"),
     # save / load
     ("save-path", lambda: net342().save(3), TypeError, r"path: expected a file path"),
     ("load-path", lambda: mr.MLP.load(None), TypeError, r"path: expected a file path"),
@@ -212,6 +236,28 @@ BAD_INPUTS = [
 def test_bad_input_names_the_argument(call, exc, pattern):
     with pytest.raises(exc, match="^" + pattern):
         call()
+
+
+def test_a_step_on_a_network_that_already_holds_nan_blames_the_network_in_both_tiers():
+    net = NET.copy()
+    net.params["b2"][0] = np.nan
+    before = param_bytes(net)
+    zero = {k: np.zeros_like(v) for k, v in net.params.items()}
+    for step in (net.step, lambda D, lr: mr.fast.step(net, D, lr)):
+        with pytest.raises(ValueError, match=r"^net: parameter b2 \(1 NaN\) already holds NaN/inf"):
+            step(zero, 0.1)
+        assert param_bytes(net) == before
+
+
+def test_an_optimizer_applies_a_direction_in_the_networks_dtype():
+    """``SGD(lr).apply(net, D)`` leaves exactly the bits of ``net.step(D, lr)``, whatever D's dtype."""
+    rng = np.random.default_rng(0)
+    for net_dtype, d_dtype in ((np.float32, np.float64), (np.float64, np.float32)):
+        net = mr.MLP([3, 4, 2], dtype=net_dtype)
+        D = {k: rng.normal(size=v.shape).astype(d_dtype) for k, v in net.params.items()}
+        a, b = net.copy().step(D, 0.1), net.copy()
+        optim.SGD(0.1).apply(b, D)
+        assert param_bytes(a) == param_bytes(b)
 
 
 def test_good_unusual_inputs_are_accepted():

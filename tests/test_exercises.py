@@ -167,6 +167,7 @@ def test_the_grader_shows_the_finite_difference_beside_ours(tmp_path):
     ("EXERCISE = '03_freeze'\nimport nump\n", "importing it raised ModuleNotFoundError: No module "
                                                "named 'nump' (line 2)"),
     ("EXERCISE = 'something else'\n", "not one of the exercises"),
+    ("EXERCISE = ['03_freeze']\n", "not one of the exercises: expected EXERCISE = one of"),
     ("EXERCISE = '03_freeze'\nimport sys\nsys.exit(0)\n", "importing it called exit (exit(0)) (line 3)"),
 ])
 def test_a_file_that_cannot_be_graded_is_one_line(source, said, tmp_path):

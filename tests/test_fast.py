@@ -233,6 +233,15 @@ def test_fast_restore_equals_the_reference(name, net, X, G):
     assert np.linalg.norm(flatten(a.params) - flatten(b.params)) <= RTOL * scale
 
 
+def test_fast_restore_reaches_a_huge_reference_as_the_reference_does():
+    """The solver's conjugate gradients work on rhs scaled by a power of two: their squares of
+    a residual of 1e200 (1e400) would overflow, and the loop stall, not converged."""
+    net, X = mr.MLP([3, 4, 2]), np.random.default_rng(0).random((5, 3))
+    for size in (1e10, 1e100, 1e200):
+        reports = [restore(net.copy(), X, np.full(5, size)) for restore in (fixes.restore, fast.restore)]
+        assert [r.converged for r in reports] == [True, True] and reports[1].residual == 0.0
+
+
 # -- the fast Jacobian and solver against the reference ones --------------------------------------
 @pytest.mark.parametrize("name, net, X, G", SOME)
 def test_fast_jacobian_products_equal_the_reference_ones(name, net, X, G):
