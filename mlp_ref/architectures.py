@@ -32,6 +32,7 @@ columns put side by side; a TwoTower model is one MLP per group.
 from __future__ import annotations
 
 import numbers
+import reprlib
 from functools import partial
 from dataclasses import dataclass, field
 
@@ -80,7 +81,7 @@ def check_groups(name, groups, K):
         out.append(cols)
     missing = [c for c in range(K) if c not in owner]
     if missing:
-        raise ValueError(f"{name}: output(s) {missing} are in no group; the groups must cover "
+        raise ValueError(f"{name}: output(s) {reprlib.repr(missing)} are in no group; the groups must cover "
                          f"every output 0 .. {K - 1}, each exactly once")
     return out
 

@@ -111,6 +111,11 @@ def digits(test_fraction=1 / 3, seed=0, source="shipped"):
     test = np.zeros(len(labels), dtype=bool)
     for digit in range(DIGIT_CLASSES):
         members = np.flatnonzero(labels == digit)
-        test[rng.permutation(members)[:round(test_fraction * len(members))]] = True
+        count = round(test_fraction * len(members))
+        if not 0 < count < len(members):
+            raise ValueError(f"test_fraction: expected a fraction that leaves images of every digit "
+                             f"in both sets, got {test_fraction} ({count} of the {len(members)} "
+                             f"images of digit {digit} for the test set)")
+        test[rng.permutation(members)[:count]] = True
     X, y = images.astype(np.float64), labels.astype(np.int64)
     return X[~test], y[~test], X[test], y[test]

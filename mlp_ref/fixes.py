@@ -25,6 +25,7 @@ tricks a benchmark needs, tested equal.
 """
 from __future__ import annotations
 
+import reprlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -60,9 +61,18 @@ def check_rcond(rcond):
     return rcond
 
 
+#: Each refinement pass multiplies the error by about eps * cond(J J^T): a few reach roundoff
+#: wherever refining converges at all, so more than this is a mistake (it would only take time).
+MAX_REFINE = 100
+
+
 def check_refine(refine):
-    """A whole number of refinement passes >= 0 (None: the default, 1)."""
-    return 1 if refine is None else _checks.positive_int("refine", refine, minimum=0)
+    """A whole number of refinement passes, 0 .. MAX_REFINE (None: the default, 1)."""
+    refine = 1 if refine is None else _checks.positive_int("refine", refine, minimum=0)
+    if refine > MAX_REFINE:
+        raise ValueError(f"refine: expected at most {MAX_REFINE} passes (each multiplies the error "
+                         f"by about eps * cond(J J^T): a few reach roundoff), got {refine}")
+    return refine
 
 
 def check_trainable(net, trainable):
@@ -75,10 +85,10 @@ def check_trainable(net, trainable):
     trainable = list(trainable)
     if not all(isinstance(k, str) for k in trainable):
         raise TypeError(f"trainable: expected parameter names (strings) from {list(net.params)}, "
-                        f"got {trainable!r}")
+                        f"got {reprlib.repr(trainable)}")
     unknown = [k for k in trainable if k not in net.params]
     if unknown:
-        raise ValueError(f"trainable: unknown parameter names {unknown}; "
+        raise ValueError(f"trainable: unknown parameter names {reprlib.repr(unknown)}; "
                          f"known: {list(net.params)}")
     return trainable
 

@@ -26,6 +26,8 @@ Jacobian of its pieces: ``of(net, X, keep)`` returns the right one for any model
 """
 from __future__ import annotations
 
+import reprlib
+
 import numpy as np
 
 from . import _checks
@@ -45,12 +47,12 @@ def check_keep(keep, K, name="keep"):
         raise ValueError(f"{name}: expected at least one output index, got an empty list")
     for k in keep:
         if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
-            raise TypeError(f"{name}: expected whole-number output indices, got {keep!r}")
+            raise TypeError(f"{name}: expected whole-number output indices, got {reprlib.repr(keep)}")
         if not 0 <= k < K:
             raise ValueError(f"{name}: output index {k} out of range for {K} outputs "
                              f"(expected 0 .. {K - 1})")
     if len(set(keep)) != len(keep):
-        raise ValueError(f"{name}: expected distinct output indices, got {keep}")
+        raise ValueError(f"{name}: expected distinct output indices, got {reprlib.repr(keep)}")
     return [int(k) for k in keep]
 
 
@@ -311,11 +313,17 @@ def tangent_kernel_by_layer(net, X, i=0, j=1):
     -------
     dict: layer l -> ndarray (n, n), and "total" -> their sum, J_i J_j^T.
     """
+    if not isinstance(net, MLP):
+        raise TypeError(f"net: expected an MLP, got {_checks.describe(net)}")
     K = net.sizes[-1]
     i, j = (check_keep([k], K, name)[0] for k, name in ((i, "i"), (j, "j")))
     jac = OutputJacobian(net, X, keep=[i, j] if i != j else [i])
     a, b = (0, 1) if i != j else (0, 0)
-    kernels = jac.input_kernels()
-    shares = {l: (S[:, a, :] @ S[:, b, :].T) * kernels[l] for l, S in jac.signals.items()}
-    shares["total"] = sum(shares[l] for l in jac.signals)
+    with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named below
+        kernels = jac.input_kernels()
+        shares = {l: (S[:, a, :] @ S[:, b, :].T) * kernels[l] for l, S in jac.signals.items()}
+        shares["total"] = sum(shares[l] for l in jac.signals)
+    if not np.isfinite(shares["total"]).all():
+        raise ValueError(f"X: expected values for which the kernel (which holds X @ X.T) stays "
+                         f"finite, got max |X| = {float(np.abs(jac.inputs[1]).max()):.3g}; scale X down")
     return shares

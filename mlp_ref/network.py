@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import math
 import numbers
+import reprlib
 
 import numpy as np
 
@@ -248,7 +249,7 @@ class MLP(Model):
         if isinstance(hidden, (list, tuple)):
             if len(hidden) != L - 1:
                 raise ValueError(f"hidden: expected one activation name per hidden layer "
-                                 f"({L - 1} for sizes {self.sizes}), got {len(hidden)}: {list(hidden)}")
+                                 f"({L - 1} for sizes {self.sizes}), got {len(hidden)}: {reprlib.repr(list(hidden))}")
             self._acts = [activations.get(h, f"hidden[{i}]") for i, h in enumerate(hidden)]
         else:
             self._acts = [activations.get(hidden, "hidden")] * (L - 1)
@@ -376,8 +377,17 @@ class MLP(Model):
                              f"itself), got {layer}")
         a = _checks.matrix("a_prev", a_prev, self.dtype, width=self.sizes[layer - 1],
                            width_name=f"columns (the width of layer {layer - 1})")
-        for l in range(layer, self.depth + 1):
-            a = self.act(l).f(a @ self.params[f"W{l}"] + self.params[f"b{l}"])
+        with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named below
+            for l in range(layer, self.depth + 1):
+                a = self.act(l).f(a @ self.params[f"W{l}"] + self.params[f"b{l}"])
+        broken = [k for k, v in self.params.items() if not np.isfinite(v).all()]
+        if broken:
+            raise ValueError(f"forward_from: the output is not finite because {', '.join(broken)} "
+                             f"hold NaN/inf; rebuild or reload the network")
+        if not np.isfinite(a).all():
+            raise ValueError(f"a_prev: expected values for which the output of layers {layer} .. "
+                             f"{self.depth} stays finite in {self.dtype}, got max |a_prev| = "
+                             f"{float(np.abs(a_prev).max()):.3g}")
         return a
 
     # -- backward ----------------------------------------------------------------------
@@ -411,15 +421,21 @@ class MLP(Model):
             stages[f"db{l}"] = dz.sum(axis=0)
             da = stages[f"da{l - 1}"] = dz @ self.params[f"W{l}"].T
         grads = {key: stages[f"d{key}"] for key in self.params}      # W1, b1, W2, b2, ...
-        self._check_backward(stages, G)
+        self._check_backward(stages, G, record)
         return Backward(stages=stages, grads=grads)
 
-    def _check_backward(self, stages, G):
-        """Refuse a backward pass that overflowed: name G when its values are the large factor
-        (every stage is linear in G), else the parameters."""
+    def _check_backward(self, stages, G, record):
+        """Refuse a backward pass that overflowed: name the record when it holds NaN/inf (edited
+        by hand: forward's records are finite), G when its values are the large factor (every
+        stage is linear in G), else the parameters."""
         broken = next((k for k, v in stages.items() if not np.isfinite(v).all()), None)
         if broken is None:
             return
+        torn = next((k for k, v in record.stages.items() if not np.isfinite(v).all()), None)
+        if torn is not None:
+            raise ValueError(f"record: stage {torn} holds NaN/inf "
+                             f"({_checks.count_nonfinite(record.stages[torn])}), which no record of "
+                             f"net.forward(X) does; run forward again")
         big_G = float(np.abs(G).max())
         if big_G > 1.0:
             raise ValueError(f"G: expected values for which the backward pass stays finite in "

@@ -15,6 +15,13 @@ G = np.array([0.0, -1.0])
 REF = NET(X)[:, 0]
 
 
+def torn_inf():
+    """A forward record of NET on X with one entry of a1 set to inf by hand."""
+    record = NET.forward(X)
+    record.a[1][0, 0] = np.inf
+    return record
+
+
 def _far_out():
     """A float32 network whose out1 sits at -3e38: 3e38 - out1 overflows float32."""
     net = mr.MLP([3, 4, 2], dtype=np.float32)
@@ -225,6 +232,30 @@ BAD_INPUTS = [
      ValueError, r"eps: expected a value representable in float32"),
     ("sgd lr is inf in float32", lambda: optim.SGD(1e300).update({"W": np.ones(3, np.float32)}),
      ValueError, r"lr: expected a value representable in float32"),
+    ("project refine 10**9", lambda: fixes.project(NET, X, G, refine=10**9), ValueError,
+     r"refine: expected at most 100 passes"),
+    ("fast.project refine 10**9", lambda: mr.fast.project(NET, X, G, refine=10**9), ValueError,
+     r"refine: expected at most 100 passes"),
+    ("digits test_fraction leaving no training image", lambda: data.digits(test_fraction=0.9999), ValueError,
+     r"test_fraction: expected a fraction that leaves images of every digit in both sets, got 0.9999"),
+    ("forward_from overflows", lambda: mr.MLP([3, 4, 2], hidden="identity", init_std=10).forward_from(
+        1, np.full((2, 3), 1e307)), ValueError, r"a_prev: expected values for which the output of layers 1 \.\. 2"),
+    ("tangent kernel of None", lambda: mr.jacobian.tangent_kernel_by_layer(None, X), TypeError,
+     r"net: expected an MLP, got NoneType"),
+    ("tangent kernel X overflows", lambda: mr.jacobian.tangent_kernel_by_layer(
+        mr.MLP([3, 4, 2], hidden="relu"), np.full((2, 3), 1e200)), ValueError,
+     r"X: expected values for which the kernel \(which holds X @ X.T\) stays finite"),
+    ("backward of a record made inf by hand", lambda: NET.backward(torn_inf(), G), ValueError,
+     r"record: stage a1 holds NaN/inf \(1 inf\), which no record of net.forward\(X\) does"),
+    # a huge list is quoted short (reprlib), not whole
+    ("keep huge", lambda: fixes.project(NET, X, G, keep=[0] * 100_000), ValueError,
+     r"keep: expected distinct output indices, got \[0, 0, 0, 0, 0, 0, \.\.\.\]$"),
+    ("trainable huge", lambda: fixes.freeze(NET, X, G, trainable=["W9"] * 100_000), ValueError,
+     r"trainable: unknown parameter names \['W9', 'W9', 'W9', 'W9', 'W9', 'W9', \.\.\.\]; .{,200}$"),
+    ("hidden huge", lambda: mr.MLP([3, 4, 4, 2], hidden=["tanh"] * 100_000), ValueError,
+     r"hidden: expected one activation name per hidden layer .{,120}\.\.\.\]$"),
+    ("heads huge", lambda: mr.SplitHeads([3, 4, 100_000], heads=[[0]]), ValueError,
+     r"heads: output\(s\) \[1, 2, 3, 4, 5, 6, \.\.\.\] are in no group"),
     # save / load
     ("save-path", lambda: net342().save(3), TypeError, r"path: expected a file path"),
     ("load-path", lambda: mr.MLP.load(None), TypeError, r"path: expected a file path"),
