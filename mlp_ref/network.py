@@ -380,14 +380,13 @@ class MLP(Model):
         with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named below
             for l in range(layer, self.depth + 1):
                 a = self.act(l).f(a @ self.params[f"W{l}"] + self.params[f"b{l}"])
-        broken = [k for k, v in self.params.items() if not np.isfinite(v).all()]
-        if broken:
-            raise ValueError(f"forward_from: the output is not finite because {', '.join(broken)} "
-                             f"hold NaN/inf; rebuild or reload the network")
-        if not np.isfinite(a).all():
-            raise ValueError(f"a_prev: expected values for which the output of layers {layer} .. "
-                             f"{self.depth} stays finite in {self.dtype}, got max |a_prev| = "
-                             f"{float(np.abs(a_prev).max()):.3g}")
+        if not np.isfinite(a).all():            # the parameters are to blame, or else a_prev
+            broken = [k for k, v in self.params.items() if not np.isfinite(v).all()]
+            why = (f"forward_from: the output is not finite because {', '.join(broken)} hold "
+                   f"NaN/inf; rebuild or reload the network") if broken else (
+                   f"a_prev: expected values for which the output of layers {layer} .. {self.depth} "
+                   f"stays finite in {self.dtype}, got max |a_prev| = {float(np.abs(a_prev).max()):.3g}")
+            raise ValueError(why)
         return a
 
     # -- backward ----------------------------------------------------------------------
