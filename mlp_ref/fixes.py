@@ -441,7 +441,8 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     Repeats  theta <- theta - J^T (J J^T)^+ (O_keep(keep_X) - ref)  (the smallest step that
     cancels the residual to first order) until max |O_keep - ref| <= tol or ``max_iter``
     steps. Near the constraint the residual squares at each step (quadratic convergence),
-    so after a projected step of size lr (residual O(lr^2)) one or two steps reach roundoff.
+    so after a projected step of size lr (residual O(lr^2)) a few steps reach roundoff: two
+    to four at the tutorials' step sizes.
 
     ref : shape (len(keep_X), len(keep)), or (n,) when one output is kept
     Returns a RestoreReport.

@@ -123,4 +123,12 @@ def format_continual(result):
                      f"{r['new_acc'][-1]:7.3f}  {r['drift_max']:13.3f}  {r['drift_mean']:7.4f}  "
                      f"{mem:>9}  {1e3 * r['seconds_per_step']:8.1f}  "
                      f"{r['peak_bytes'] / 2**20:8.2f}")
+    lines += ["old acc, new acc: the fraction of the old (0-4) and the new (5-9) test images read "
+              "right after the last step;",
+              f"max|d out0-4|, mean: the largest and the mean |change of outputs 0-4| on the "
+              f"{result['n_test']['old']} old test images; on memory: the largest on the memory's own images;",
+              "ms/step, peak MiB (tracemalloc's peak above its start, in the first step): each fix as "
+              "it runs here, projection and restoring",
+              "in the fast tier, the others in the reference (whose gradient keeps every stage): "
+              "they compare these implementations, not the rules."]
     return "\n".join(lines)

@@ -263,7 +263,18 @@ def _cost_sentence(cost):
 def test_readme_states_the_cost_sweep(cost):
     readme = _flat((ROOT / "README.md").read_text())
     assert _cost_sentence(cost) in readme, _cost_sentence(cost)
+    assert "which outgrows the Gram's n² products from n = 160 constraints on" in readme
+    assert _from_where(cost["constraints"], cost["eigh"] > cost["gram"]) == 160
     assert cost["gram_bytes"][-1] == 50 * 2**20
+
+
+def _from_where(sizes, holds):
+    """The smallest size from which ``holds`` is true at every size (None if not at the largest)."""
+    sizes, holds = list(sizes), list(holds)
+    start = None
+    for size, ok in zip(sizes, holds):
+        start = (start or size) if ok else None
+    return int(start) if start is not None else None
 
 
 def _tutorial_text():
@@ -291,8 +302,13 @@ def test_tutorial_08_says_what_the_run_does(res):
         f"({pct(freeze['new_acc'][-1])} of the new digits right after 20 steps); a tower learns "
         f"new features ({pct(towers['new_acc'][-1])})",
         f"accumulated ({p[8]['memory_drift']:.0e} at $m = 8$)",
-        f"with $m = 8$ the old test images drift by {p[8]['drift_mean']:.2g} on average, not "
-        f"much less than naive's {naive['drift_mean']:.2g}, and {pct(p[8]['old_acc'][-1])} stay right",
+        f"with $m = 8$ the old test images drift by {p[8]['drift_mean']:.2g} on average, a third "
+        f"less than naive's {naive['drift_mean']:.2g} (and at most {p[8]['drift_max']:.2f}, more than "
+        f"naive's {naive['drift_max']:.2f}), and {pct(p[8]['old_acc'][-1])} stay right",
+        "the 128 memory images leave 11 pixels constant",
+        "slower than the Gram's $n^2$ products from $n = 160$ on, and more than half of the "
+        "reference's time from $n = 640$ on",
+        "more than half of its time from $m = 64$ on",
         f"with $m = 32$, {p[32]['drift_mean']:.2g} and {pct(p[32]['old_acc'][-1])}; with "
         f"$m = 128$, {p[128]['drift_mean']:.2g} and {pct(p[128]['old_acc'][-1])}, at "
         f"{pct(p[128]['new_acc'][-1])} on the new digits",
@@ -307,6 +323,15 @@ def test_tutorial_08_says_what_the_run_does(res):
     ]
     for claim in claims:
         assert claim in text, claim
+    assert 0.6 < p[8]["drift_mean"] / naive["drift_mean"] < 0.75            # "a third less"
+    assert p[8]["drift_max"] > naive["drift_max"]
+    mem = continual.memory(continual.tasks(), 128)
+    constant = int(np.sum(np.ptp(mem, axis=0) == 0))
+    assert constant == 11 and res["input_ranks"][128][0] == 65 - constant
+    cost = continual.constraint_cost_data(continual.load_cost())
+    assert _from_where(cost["constraints"], cost["eigh"] > cost["gram"]) == 160
+    assert _from_where(cost["constraints"], cost["eigh"] > 0.5 * cost["reference"]) == 640
+    assert _from_where(cost["m"], cost["gram"] + cost["cholesky"] > 0.5 * cost["fast"]) == 64
     assert len(data.digits_arrays()[1]) == 1797 and res["n_test"]["old"] == 300
     assert abs(res["n_train"]["new"] - 600) < 10          # "the ~600 images of 5-9"
     assert all(r["memory_drift"] <= 1e-12 for r in res["runs"] if r["fix"] == "project+restore")

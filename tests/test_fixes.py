@@ -9,7 +9,7 @@ import mlp_ref as mr
 from mlp_ref import fixes, jacobian
 from mlp_ref.data import probe_inputs
 from mlp_ref.jacobian import flatten
-from mlp_ref.setups import G_QUESTION, SETUPS
+from mlp_ref.setups import G_QUESTION, LR, SETUPS
 
 SETUP_NAMES = list(SETUPS)
 LRS = [1e-3, 1e-1, 10.0]
@@ -165,6 +165,15 @@ def test_restore_brings_out1_back_after_a_projected_step(setup):
     assert report.history[0] == before > 1e-8
     assert 1 <= report.iterations <= 20
     assert stepped(X)[:, 1].mean() > net(X)[:, 1].mean()      # the gain for out2 survives
+
+
+def test_restore_takes_two_to_four_steps_at_the_tutorials_step_sizes():
+    """The docstring: after a projected step of size lr, "two to four at the tutorials' step sizes"."""
+    for name, make in SETUPS.items():
+        net, X, _ = make()
+        stepped = net.copy().step(fixes.project(net, X, G_QUESTION), LR[name])
+        report = fixes.restore(stepped, X, net(X)[:, 0])
+        assert report.converged and 2 <= report.iterations <= 4, (name, report.iterations)
 
 
 def test_restore_reports_non_convergence_honestly():

@@ -6,7 +6,7 @@ import mlp_ref as mr
 from mlp_ref import fixes, jacobian
 from mlp_ref.data import probe_inputs
 from mlp_ref.measurements import drift, fits, projection
-from mlp_ref.setups import G_QUESTION
+from mlp_ref.setups import G_QUESTION, LR
 
 LRS = np.logspace(-5, -3, 5)
 
@@ -16,6 +16,9 @@ def test_the_projected_direction(setups):
     g, D = fixes.naive(net, X, G_QUESTION), fixes.project(net, X, G_QUESTION)
     J1 = jacobian.OutputJacobian(net, X, keep=[0])
     assert 45 < np.max(np.abs(J1.matvec(g))) < 53                # "about 49"
+    moved = net.copy().step(g, LR["visible"])(X)[:, 0] - net(X)[:, 0]   # tutorial 02's naive step
+    assert LR["visible"] == 0.01 and 0.47 < 0.01 * np.max(np.abs(J1.matvec(g))) < 0.51  # "about 0.49"
+    assert round(float(np.max(np.abs(moved))), 2) == 0.39                 # "0.39 measured"
     assert np.max(np.abs(J1.matvec(D))) < 1e-12                  # "below 1e-12"
     fg, fD = jacobian.flatten(g), jacobian.flatten(D)
     assert abs(fD @ (fg - fD)) < 1e-12 * np.linalg.norm(fD) * np.linalg.norm(fg - fD)

@@ -37,9 +37,10 @@ out1_ref = net(X)[:, 0]                    # the values to hold on the batch
 # ## 1. The projected direction
 #
 # `fixes.project(net, X, G)` returns $D = g - J_1^\top (J_1 J_1^\top)^{+} J_1 g$, where $J_1$
-# ($n \times P$, $P$ the number of parameters) is the Jacobian of out1 over the batch. $J_1 D$ is the first-order change of
-# out1 along $D$: on the visible setup $J_1 g$ is about 49 (that is what moved out1 in tutorial
-# 02), and $J_1 D$ is round-off, below 1e-12. The part removed, $g - D = J_1^\top \alpha$, is
+# ($n \times P$, $P$ the number of parameters) is the Jacobian of out1 over the batch. A step
+# $\theta \leftarrow \theta - \eta D$ moves out1 by $-\eta J_1 D$ to first order: on the visible
+# setup $\max|J_1 g|$ is about 49, so the naive step of $\eta = 0.01$ moves out1 by about 0.49 to
+# first order (0.39 measured, in tutorial 02), and $J_1 D$ is round-off, below 1e-12. The part removed, $g - D = J_1^\top \alpha$, is
 # orthogonal to $D$ (their cosine is round-off): $D$ is the orthogonal projection of $g$ onto
 # the null space of $J_1$, the closest direction to $g$ that does not move out1 to first order.
 # It keeps about 84% of $g$'s length. The figure draws the same thing in a network with two
@@ -97,7 +98,7 @@ print(f"max |J1 D_pinv| = {np.max(np.abs(J @ D_pinv)):.1e}   max |J1 g| = {np.ma
 
 # %%
 steps = {name: drift.one_step(name, rules=["naive", "project"], lrs=LRS, slope_max_lr=LRS[-1])
-         for name in ("seed", "visible")}
+         for name in ("seed", "visible")}            # slope_max_lr: the orders the figure writes
 for name, res in steps.items():
     print(f"\n{name}: max |change of out1| on the batch after one step")
     print(f"  {'lr':>8} {'naive':>11} {'project':>11}")
