@@ -186,10 +186,13 @@ def param_dict(name, D, shapes, dtype, require_all=True, finite=True):
 def path(name, x):
     """A file path: str, bytes or os.PathLike (pathlib.Path), returned as str."""
     try:
-        return os.fsdecode(os.fspath(x))
+        text = os.fsdecode(os.fspath(x))
     except TypeError:
         raise TypeError(f"{name}: expected a file path (str or pathlib.Path), "
                         f"got {describe(x)}") from None
+    if "\0" in text:                    # no file system takes one: the OS would refuse it
+        raise ValueError(f"{name}: expected a file path without a NUL character, got {reprlib.repr(text)}")
+    return text
 
 
 def machine_memory():

@@ -259,6 +259,8 @@ BAD_INPUTS = [
     # save / load
     ("save-path", lambda: net342().save(3), TypeError, r"path: expected a file path"),
     ("load-path", lambda: mr.MLP.load(None), TypeError, r"path: expected a file path"),
+    ("save-path NUL", lambda: net342().save("a\0b.npz"), ValueError, r"path: expected a file path without a NUL"),
+    ("load-path NUL", lambda: mr.MLP.load("a\0b.npz"), ValueError, r"path: expected a file path without a NUL"),
 ]
 
 
