@@ -34,6 +34,11 @@ def save(net, path):
     Atomic (``_files.write_atomically``): ``path`` holds the old file or the new one, never a
     torn one, and no temporary file stays behind on any exit Python sees.
     """
+    missing = [name for name in ("sizes", "params", "activations", "dtype", "init_std", "seed")
+               if not hasattr(net, name)]
+    if missing:                # network imports this module: an MLP is told by what it holds
+        raise TypeError(f"net: expected an MLP (SplitHeads: save net.to_mlp()), got "
+                        f"{_checks.describe(net)}, which has no {', '.join(missing)}")
     path = _files.check_target("path", path)
     shapes = _expected_shapes(net.sizes)
     for key in shapes:

@@ -259,6 +259,9 @@ BAD_INPUTS = [
     # save / load
     ("save-path", lambda: net342().save(3), TypeError, r"path: expected a file path"),
     ("load-path", lambda: mr.MLP.load(None), TypeError, r"path: expected a file path"),
+    ("save None", lambda: mr.saving.save(None, "x.npz"), TypeError, r"net: expected an MLP .* got NoneType None"),
+    ("save SplitHeads", lambda: mr.saving.save(mr.SplitHeads([3, 4, 2]), "x.npz"), TypeError,
+     r"net: expected an MLP \(SplitHeads: save net.to_mlp\(\)\), got SplitHeads"),
     ("save-path NUL", lambda: net342().save("a\0b.npz"), ValueError, r"path: expected a file path without a NUL"),
     ("load-path NUL", lambda: mr.MLP.load("a\0b.npz"), ValueError, r"path: expected a file path without a NUL"),
 ]
