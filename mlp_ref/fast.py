@@ -42,7 +42,7 @@ import numpy as np
 
 from . import _checks, fixes, jacobian
 from .fixes import RestoreReport
-from .jacobian import check_keep, default_rcond, kept_eigenvalues
+from .jacobian import check_keep, check_rcond, default_rcond, kept_eigenvalues
 from .network import MLP, check_inputs, check_lr, check_writable, overflow_error
 
 
@@ -676,7 +676,7 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
         return fixes.nullspace(net, D, keep_X, keep, rcond, refine)
     D = _checks.param_dict("D", D, net.param_shapes, net.dtype)
     keep_X = check_inputs(net, keep_X, "keep_X")
-    rcond, refine = fixes.check_rcond(rcond), fixes.check_refine(refine)
+    rcond, refine = check_rcond(rcond), fixes.check_refine(refine)
     keep = check_keep(keep, net.sizes[-1])
     J = Jacobian.from_record(net, *forward(net, keep_X), keep)
     gram = fixes.finite_gram(J, keep_X)
@@ -726,7 +726,7 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
                 if not str(exc).startswith("D"):
                     raise
                 return fixes.project(net, X, G, keep, keep_X, rcond, refine)
-    rcond, refine = fixes.check_rcond(rcond), fixes.check_refine(refine)
+    rcond, refine = check_rcond(rcond), fixes.check_refine(refine)
     keep = check_keep(keep, net.sizes[-1])
     with np.errstate(over="ignore", invalid="ignore"):    # an overflow is handed on at the end
         return _project_on_the_batch(net, X, G, keep, rcond, refine)

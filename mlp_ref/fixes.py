@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _checks, jacobian
-from .jacobian import GramSolver, check_keep, flatten, unflatten
+from .jacobian import GramSolver, check_keep, check_rcond, flatten, unflatten
 from .network import Model, check_inputs
 
 
@@ -49,16 +49,6 @@ def check_XG(net, X, G):
     X = check_inputs(check_net(net), X)
     G = _checks.rows_or_vector("G", G, net.dtype, X.shape[0], net.sizes[-1])
     return X, G
-
-
-def check_rcond(rcond):
-    """None (the solver's default) or a relative eigenvalue cut-off in (0, 1)."""
-    if rcond is None:
-        return None
-    rcond = _checks.real("rcond", rcond, low=0.0, low_inclusive=False)
-    if rcond >= 1.0:
-        raise ValueError(f"rcond: expected a relative cut-off below 1 (or None), got {rcond}")
-    return rcond
 
 
 #: Each refinement pass multiplies the error by about eps * cond(J J^T): a few reach roundoff

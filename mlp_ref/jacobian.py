@@ -217,19 +217,34 @@ def dense_rows(net, X, keep=(0,)):
 
 def flatten(D):
     """A dict like params as one vector, in the order W1, b1, W2, b2, ... (row-major)."""
+    if not isinstance(D, dict) or not D:
+        raise TypeError(f"D: expected a non-empty dict like params, got {_checks.describe(D)}")
     return np.concatenate([np.ravel(v) for v in D.values()])
 
 
 def unflatten(vector, like):
     """The inverse of ``flatten``: a dict with the keys and shapes of ``like``."""
+    vector = np.asarray(vector)
+    total = sum(np.size(value) for value in like.values())
+    if vector.shape != (total,):
+        raise ValueError(f"vector: expected shape ({total},), one entry per parameter of "
+                         f"{list(like)}, got {vector.shape}")
     out, start = {}, 0
     for key, value in like.items():
         size = np.size(value)
         out[key] = np.reshape(vector[start:start + size], np.shape(value))
         start += size
-    if start != len(vector):
-        raise ValueError(f"vector: expected {start} entries for {list(like)}, got {len(vector)}")
     return out
+
+
+def check_rcond(rcond):
+    """None (the solver's default) or a relative eigenvalue cut-off in (0, 1)."""
+    if rcond is None:
+        return None
+    rcond = _checks.real("rcond", rcond, low=0.0, low_inclusive=False)
+    if rcond >= 1.0:
+        raise ValueError(f"rcond: expected a relative cut-off below 1 (or None), got {rcond}")
+    return rcond
 
 
 def check_gram(name, gram):
@@ -274,7 +289,7 @@ class GramSolver:
     def __init__(self, gram, rcond=None):
         gram = check_gram("gram", gram)
         m = gram.shape[0]
-        self.rcond = default_rcond(m, gram.dtype) if rcond is None else rcond
+        self.rcond = default_rcond(m, gram.dtype) if rcond is None else check_rcond(rcond)
         lam, self.V = np.linalg.eigh(gram)                    # ascending
         kept = kept_eigenvalues(lam, self.rcond)
         self.rank = int(kept.sum())
@@ -283,7 +298,13 @@ class GramSolver:
         self.inv[kept] = 1.0 / lam[kept]
 
     def __call__(self, rhs):
-        return self.V @ (self.inv * (self.V.T @ rhs))
+        """gram^+ rhs, for rhs of shape (m,) or (m, k)."""
+        rhs = np.asarray(rhs)
+        m = len(self.inv)
+        if rhs.ndim not in (1, 2) or rhs.shape[0] != m:
+            raise ValueError(f"rhs: expected shape ({m},) or ({m}, k), got {rhs.shape}")
+        inv = self.inv if rhs.ndim == 1 else self.inv[:, None]     # one 1/lambda per row
+        return self.V @ (inv * (self.V.T @ rhs))
 
 
 def kept_eigenvalues(lam, rcond):

@@ -281,6 +281,16 @@ def test_fast_solver_keeps_the_constraints_the_reference_keeps():
     assert decided["bound"] > 100                              # the shortcut is really taken
 
 
+def test_both_solvers_take_a_matrix_of_right_hand_sides_column_by_column():
+    """gram^+ [r1 ... rk] = [gram^+ r1 ... gram^+ rk], also for k = m (where one 1/lambda per
+    column instead of per row would pass NumPy's broadcasting unnoticed)."""
+    for m, k in ((4, 3), (4, 4)):
+        gram, R = spd(m, 1e3, seed=k), np.random.default_rng(k).normal(size=(m, k))
+        for solver in (jacobian.GramSolver(gram), fast.GramSolver(gram)):
+            columns = np.stack([solver(R[:, j]) for j in range(k)], axis=1)
+            assert rel(solver(R), columns) <= 1e-12 and rel(columns, np.linalg.solve(gram, R)) <= 1e-10
+
+
 def spd(n, cond, seed, dtype=np.float64):
     """A random symmetric positive definite matrix, eigenvalues log-spaced from 1 to 1 / cond."""
     return gram_with(np.logspace(0, -np.log10(cond), n), seed, dtype)
