@@ -55,17 +55,38 @@ def numerical_gradient(f, x, h=1e-5):
                         f"pass x.astype(float) and let f read that array")
     if not x.flags.writeable:
         raise ValueError("x: expected a writeable array (perturbed in place), got a read-only one")
+    if not callable(f):
+        raise TypeError(f"f: expected a function of no arguments that returns an array, got "
+                        f"{_checks.describe(f)}")
     h = _checks.real("h", h, low=0.0, low_inclusive=False)
     grad = np.zeros_like(x, dtype=float)
     for idx in np.ndindex(*x.shape):
         old = x[idx]
-        x[idx] = old + h
-        f_plus = f()
-        x[idx] = old - h
-        f_minus = f()
-        x[idx] = old
+        try:
+            x[idx] = old + h
+            f_plus = _numbers(f())
+            x[idx] = old - h
+            f_minus = _numbers(f())
+        finally:
+            x[idx] = old                  # restored exactly, even when f raises
         grad[idx] = np.sum(f_plus - f_minus) / (2.0 * h)
+    if not np.isfinite(grad).all():
+        raise ValueError(f"h: expected a step for which f(x +- h) stays finite, got h = {h:g} "
+                         f"(x up to {float(np.abs(x).max()):.3g})")
     return grad
+
+
+def _numbers(value):
+    """What f returned, as an array of numbers in its own dtype (extended precision stays so);
+    None, strings and objects are refused."""
+    try:
+        out = np.asarray(value)
+    except (TypeError, ValueError):
+        out = None
+    if out is None or out.dtype.kind not in "biuf":
+        raise TypeError(f"f: expected a function that returns an array of numbers, got "
+                        f"{_checks.describe(value)}")
+    return out
 
 
 @dataclass

@@ -392,6 +392,12 @@ STATEFUL_BAD_INPUTS = [
      TypeError, r"x: expected a float array .* got dtype int64"),
     ("numerical_gradient list", lambda net, opt: gradcheck.numerical_gradient(lambda: 0.0, [1.0]),
      TypeError, r"x: expected a NumPy float array"),
+    ("numerical_gradient f not callable", lambda net, opt: gradcheck.numerical_gradient(5, np.ones(2)),
+     TypeError, r"f: expected a function of no arguments"),
+    ("numerical_gradient f returns None", lambda net, opt: gradcheck.numerical_gradient(lambda: None, np.ones(2)),
+     TypeError, r"f: expected a function that returns an array of numbers, got NoneType"),
+    ("numerical_gradient h overflows", lambda net, opt: (lambda x: gradcheck.numerical_gradient(
+        lambda: x ** 2, x, h=1e308))(X5.copy()), ValueError, r"h: expected a step for which f\(x \+- h\) stays finite"),
     # smaller public helpers
     ("matvec D keys", lambda net, opt: mr.jacobian.OutputJacobian(net, X).matvec({"W1": np.ones((3, 4))}),
      ValueError, r"D: missing keys"),
@@ -432,6 +438,18 @@ def test_bad_input_names_the_argument_and_changes_nothing(call, exc, pattern):
     with pytest.raises(exc, match="^(" + pattern + ")"):
         call(net, opt)
     assert _state_bytes(net, opt) == before
+
+
+def test_numerical_gradient_puts_x_back_when_f_raises():
+    x = np.array([1.0, 2.0])
+
+    def f():
+        if x[0] != 1.0:
+            raise RuntimeError("f fails off its start")
+        return x
+    with pytest.raises(RuntimeError):
+        gradcheck.numerical_gradient(f, x)
+    assert x.tolist() == [1.0, 2.0]
 
 
 def test_numerical_gradient_of_a_float_copy_is_right_where_an_int_array_is_refused():
