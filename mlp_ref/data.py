@@ -96,7 +96,9 @@ def digits(test_fraction=1 / 3, seed=0, source="shipped"):
 
     The split is stratified: ``round(test_fraction * count)`` images of each digit, chosen by
     ``np.random.default_rng(seed)``, go to the test set, the rest to the training set; each set
-    keeps the images in their original order. Pixels come as float64 0 .. 16, unscaled.
+    keeps the images in their original order. Pixels come as float64 0 .. 16, unscaled. A
+    test_fraction that leaves either set without images of some digit is refused (below about
+    0.003 or above about 0.997).
 
     Returns
     -------

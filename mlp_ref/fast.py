@@ -779,8 +779,9 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
             J = Jacobian.from_record(net, z, a, keep)
             solve = GramSolver(fixes.finite_gram(J, keep_X), rcond)
             J.drop_input_kernels()
-            # r scaled by a power of two (exactly: the same bits), since the solver's conjugate
-            # gradients square it: a residual of 1e200 would overflow them, and the loop stall
+            # r scaled by a power of two, since the solver's conjugate gradients square it: a
+            # residual of 1e200 would overflow them, and the loop stall. Scaling by 2^k is exact:
+            # the same bits, unless the unscaled solve would underflow (then more accurate ones)
             scale = np.ldexp(r.dtype.type(1), int(np.frexp(history[-1])[1]) - 1)
             fixes.restoring_step(net, J.rmatvec(solve(r / scale) * scale), history[-1], step)
     return RestoreReport(converged=history[-1] <= tol, iterations=len(history) - 1,

@@ -71,6 +71,8 @@ def numerical_gradient(f, x, h=1e-5):
             x[idx] = old                  # restored exactly, even when f raises
         grad[idx] = np.sum(f_plus - f_minus) / (2.0 * h)
     if not np.isfinite(grad).all():
+        if not np.isfinite(_numbers(f())).all():       # at x itself: f's own values
+            raise ValueError("f: expected a function whose values are finite, got NaN/inf at x itself")
         raise ValueError(f"h: expected a step for which f(x +- h) stays finite, got h = {h:g} "
                          f"(x up to {float(np.abs(x).max()):.3g})")
     return grad

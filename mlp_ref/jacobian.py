@@ -226,8 +226,10 @@ def unflatten(vector, like):
     """The inverse of ``flatten``: a dict with the keys and shapes of ``like``."""
     vector = np.asarray(vector)
     total = sum(np.size(value) for value in like.values())
+    if vector.ndim == 2 and vector.shape[1] == 1:        # a column, as pinv(J) @ r gives it
+        vector = vector[:, 0]
     if vector.shape != (total,):
-        raise ValueError(f"vector: expected shape ({total},), one entry per parameter of "
+        raise ValueError(f"vector: expected shape ({total},) or ({total}, 1), one entry per parameter of "
                          f"{list(like)}, got {vector.shape}")
     out, start = {}, 0
     for key, value in like.items():

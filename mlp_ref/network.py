@@ -380,14 +380,26 @@ class MLP(Model):
         with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named below
             for l in range(layer, self.depth + 1):
                 a = self.act(l).f(a @ self.params[f"W{l}"] + self.params[f"b{l}"])
-        if not np.isfinite(a).all():            # the parameters are to blame, or else a_prev
-            broken = [k for k, v in self.params.items() if not np.isfinite(v).all()]
-            why = (f"forward_from: the output is not finite because {', '.join(broken)} hold "
-                   f"NaN/inf; rebuild or reload the network") if broken else (
-                   f"a_prev: expected values for which the output of layers {layer} .. {self.depth} "
-                   f"stays finite in {self.dtype}, got max |a_prev| = {float(np.abs(a_prev).max()):.3g}")
-            raise ValueError(why)
+        if not np.isfinite(a).all():
+            raise ValueError(self._why_from_not_finite(layer, a_prev))
         return a
+
+    def _why_from_not_finite(self, layer, a_prev):
+        """The message for a non-finite output of ``forward_from``: a parameter it reads that
+        holds NaN/inf, else a_prev or the weights, whichever is the larger factor."""
+        used = [f"{kind}{l}" for l in range(layer, self.depth + 1) for kind in "Wb"]
+        broken = [k for k in used if not np.isfinite(self.params[k]).all()]
+        if broken:
+            return (f"forward_from: the output is not finite because {', '.join(broken)} "
+                    f"{'holds' if len(broken) == 1 else 'hold'} NaN/inf; rebuild or reload the network")
+        big_a = float(np.abs(np.asarray(a_prev, dtype=float)).max())
+        big_W = max(float(np.abs(self.params[f"W{l}"]).max()) for l in range(layer, self.depth + 1))
+        if big_a > big_W:
+            return (f"a_prev: expected values for which the output of layers {layer} .. {self.depth} "
+                    f"stays finite in {self.dtype}, got max |a_prev| = {big_a:.3g} "
+                    f"(max |W| = {big_W:.3g}); scale a_prev down")
+        return (f"forward_from: the output of layers {layer} .. {self.depth} overflowed {self.dtype} "
+                f"(max |a_prev| = {big_a:.3g}, max |W| = {big_W:.3g}): the parameters are too large")
 
     # -- backward ----------------------------------------------------------------------
     def backward(self, record, G):

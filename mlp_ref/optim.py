@@ -319,9 +319,12 @@ class Adam(Optimizer):
 
     def _check_hyper(self, dtype):
         super()._check_hyper(dtype)
-        if dtype.type(self.eps) == 0:
-            raise ValueError(f"eps: expected a value representable in {dtype} (at least "
-                             f"{np.finfo(dtype).smallest_subnormal:.3g}), got {self.eps}")
+        with np.errstate(over="ignore", under="ignore"):
+            eps = dtype.type(self.eps)
+        if not np.isfinite(eps) or eps == 0:
+            raise ValueError(f"eps: expected a value representable in {dtype} (between "
+                             f"{np.finfo(dtype).smallest_subnormal:.3g} and {np.finfo(dtype).max:.3g}), "
+                             f"got {self.eps}")
 
     def _hyper(self):
         return {"beta1": self.beta1, "beta2": self.beta2, "eps": self.eps}

@@ -15,6 +15,20 @@ G = np.array([0.0, -1.0])
 REF = NET(X)[:, 0]
 
 
+def _huge_W2():
+    """A [3, 4, 2] identity network whose W2 is 1e308 everywhere: finite, but its products are not."""
+    net = mr.MLP([3, 4, 2], hidden="identity")
+    net.params["W2"][...] = 1e308
+    return net
+
+
+def _nan_W1_identity():
+    """A [3, 4, 4, 2] identity network with a NaN in W1, a layer that forward_from(2, ...) does not read."""
+    net = mr.MLP([3, 4, 4, 2], hidden="identity", init_std=10)
+    net.params["W1"][0, 0] = np.nan
+    return net
+
+
 def torn_inf():
     """A forward record of NET on X with one entry of a1 set to inf by hand."""
     record = NET.forward(X)
@@ -240,6 +254,12 @@ BAD_INPUTS = [
      r"test_fraction: expected a fraction that leaves images of every digit in both sets, got 0.9999"),
     ("forward_from overflows", lambda: mr.MLP([3, 4, 2], hidden="identity", init_std=10).forward_from(
         1, np.full((2, 3), 1e307)), ValueError, r"a_prev: expected values for which the output of layers 1 \.\. 2"),
+    ("forward_from's weights overflow", lambda: _huge_W2().forward_from(2, np.ones((2, 4))), ValueError,
+     r"forward_from: the output of layers 2 \.\. 2 overflowed float64 .*the parameters are too large"),
+    ("forward_from reads no NaN it does not use", lambda: _nan_W1_identity().forward_from(
+        2, np.full((2, 4), 1e307)), ValueError, r"a_prev: expected values"),
+    ("adam eps is inf in float32", lambda: optim.Adam(0.1, eps=1e300).update({"W": np.ones(3, np.float32)}),
+     ValueError, r"eps: expected a value representable in float32"),
     ("tangent kernel of None", lambda: mr.jacobian.tangent_kernel_by_layer(None, X), TypeError,
      r"net: expected an MLP, got NoneType"),
     ("tangent kernel X overflows", lambda: mr.jacobian.tangent_kernel_by_layer(
@@ -396,6 +416,8 @@ STATEFUL_BAD_INPUTS = [
      TypeError, r"f: expected a function of no arguments"),
     ("numerical_gradient f returns None", lambda net, opt: gradcheck.numerical_gradient(lambda: None, np.ones(2)),
      TypeError, r"f: expected a function that returns an array of numbers, got NoneType"),
+    ("numerical_gradient f is NaN at x", lambda net, opt: gradcheck.numerical_gradient(
+        lambda: np.array([np.nan]), np.ones(2)), ValueError, r"f: expected a function whose values are finite"),
     ("numerical_gradient h overflows", lambda net, opt: (lambda x: gradcheck.numerical_gradient(
         lambda: x ** 2, x, h=1e308))(X5.copy()), ValueError, r"h: expected a step for which f\(x \+- h\) stays finite"),
     # smaller public helpers
@@ -416,7 +438,7 @@ STATEFUL_BAD_INPUTS = [
      r"rhs: expected shape \(2,\) or \(2, k\), got \(3,\)"),
     ("flatten None", lambda net, opt: mr.jacobian.flatten(None), TypeError, r"D: expected a non-empty dict"),
     ("unflatten short", lambda net, opt: mr.jacobian.unflatten(np.ones(3), net.params), ValueError,
-     r"vector: expected shape \(26,\), one entry per parameter"),
+     r"vector: expected shape \(26,\) or \(26, 1\), one entry per parameter"),
     ("forward_from 99", lambda net, opt: net.forward_from(99, X), ValueError, r"layer: expected a layer 1 .. 3"),
     ("forward_from width", lambda net, opt: net.forward_from(2, X), ValueError, r"a_prev: expected 4 columns"),
     ("TwoTower.tower(2)", lambda net, opt: mr.TwoTower([3, 4, 2]).tower(2), ValueError,

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlp_ref import data, figures, fixes, plots, tutorial
+from mlp_ref import data, figures, fixes, plots, report, tutorial
 from mlp_ref.measurements import continual
 from mlp_ref.measurements.continual import find
 
@@ -59,6 +59,16 @@ def test_digits_split_is_stratified_disjoint_and_seeded():
 def test_digits_bad_arguments_are_named(kwargs, name):
     with pytest.raises(ValueError, match=name):
         data.digits(**kwargs)
+
+
+def test_digits_split_needs_every_digit_in_both_sets():
+    """The docstring: refused "below about 0.003 or above about 0.997"."""
+    for fraction in (0.0028, 0.9975):
+        with pytest.raises(ValueError, match="^test_fraction: expected a fraction that leaves images of every digit"):
+            data.digits(test_fraction=fraction)
+    for fraction in (0.003, 0.997):
+        X, y, T, t = data.digits(test_fraction=fraction)
+        assert set(y) == set(t) == set(range(10))
 
 
 def test_inputs_are_centred_on_the_old_training_images():
@@ -346,6 +356,16 @@ def test_every_title_and_label_of_the_continual_figures_lies_inside_them(figure_
         line = next(line for line in lines if line.split()[1].endswith(f"/{name}"))
         assert re.fullmatch(rf"\[\d+/\d+\] \S+/{re.escape(name)}  \(\d+\.\d s\)", line), line
         assert (folder / name).exists()
+
+
+def test_the_continual_tables_legend_says_what_every_column_holds(res):
+    text = report.format_continual(res)
+    header, *rows = text.splitlines()
+    legend = [line for line in rows if line.split()[0] not in continual.FIXES]
+    said = " ".join(legend)
+    for column in ("old acc", "new acc", "max|d out0-4|", "mean", "on memory", "ms/step", "peak MiB"):
+        assert column in header and column in said, column
+    assert f"on the {res['n_test']['old']} old test images" in said and "fast tier" in said
 
 
 def test_continual_plots_draw_into_given_axes_and_title_their_data(res, cost):

@@ -7,7 +7,7 @@ from matplotlib.text import Text
 
 from mlp_ref import fixes, plots
 from mlp_ref.measurements import projection, projection_cost, question
-from mlp_ref.setups import G_QUESTION, seed_setup
+from mlp_ref.setups import G_QUESTION, LR, seed_setup, visible_setup
 
 from _drawn import cut_off_texts
 
@@ -107,6 +107,10 @@ def test_the_seed_problems_title_says_how_much_less_out1_moves(effect):
     assert plots.seed_problem(effect).axes[2].get_title() == "out1 moves ~10\u2074\u00d7 less, but not 0"
     said = {4.94: "4.9", 49.4: "49", 99.7: "100", 9412.6: "10\u2074", 2e6: "10\u2076"}
     assert {ratio: plots.question.times(ratio) for ratio in said} == said
+    net, X, _ = visible_setup()                                     # tutorial 02's figure
+    visible = question.naive_step_effect(net, X, G_QUESTION, lr=LR["visible"])
+    assert 4.5 < visible["ratio"] < 5.5                             # "about five times"
+    assert plots.question.times(visible["ratio"]) == "4.9"
 
 
 def test_plot_functions_draw_into_given_axes(stages_result, effect, geometry, trajectories,

@@ -108,3 +108,11 @@ def test_pinv_with_an_explicit_jacobian_equals_the_gram_route(setups):
     assert 4e5 < np.linalg.cond(J) < 6e5                                 # "about 5e5"
     assert np.max(np.abs(D_pinv - D_gram)) / scale < 1e-12               # "below 1e-12"
     assert 1e-8 < np.max(np.abs(D_square - D_gram)) / scale < 1e-6      # "only to about 1e-7"
+
+
+def test_unflatten_takes_a_vector_or_a_column_of_one_entry_per_parameter(setups):
+    net = setups["seed"][0]
+    flat = jacobian.flatten(net.params)
+    for vector in (flat, flat[:, None]):                 # pinv(J) @ r gives a column for a column r
+        back = jacobian.unflatten(vector, net.params)
+        assert all(np.array_equal(back[k], net.params[k]) for k in net.params)
