@@ -1,7 +1,9 @@
 """Layer splitting as architecture: the accepted answer's first recipe, as networks.
 
     "introduce two sets of variables: one for the connections between the hidden layer
-     and the first output block, one for the rest" -- then train only the second set.
+     and the first output block, one for the rest" -- then train only out2's connections
+     (its snippet's ``var_list=[W_h_to_out2, b_h_to_out2]``: of "the rest", the output
+     layer's part alone).
 
 Two ways to give each group of outputs parameters of its own:
 

@@ -283,7 +283,7 @@ def penalty_limit(net, X, keep=(0,)):
     The bound moves as the network trains: check it again after many steps.
     """
     X = check_inputs(check_net(net), X)
-    lam_max = np.linalg.eigvalsh(finite_gram(jacobian.of(net, X, keep), X, "X"))[-1]
+    lam_max = np.linalg.eigvalsh(finite_gram(jacobian.of(net, X, keep), X, "X", "X"))[-1]
     return 2.0 / lam_max if lam_max > 0 else np.inf
 
 
@@ -360,17 +360,24 @@ class RestoreReport:
                 f"max |O - ref| = {self.residual:.3e}")
 
 
-def finite_gram(J, keep_X, name="keep_X (X when not given)"):
-    """J J^T, refused when it overflows: it holds a0 a0^T, so the culprit is the size of the
-    inputs ``keep_X`` (the argument ``name``)."""
+def finite_gram(J, keep_X, name="keep_X (X when not given)", short="keep_X"):
+    """J J^T, refused when it overflows, naming what is to blame: the inputs ``keep_X`` (the
+    argument ``name``, ``short`` in formulas) when their own products a0 a0^T overflow, else the
+    parameters (hidden activations or signals too large)."""
     with np.errstate(over="ignore", invalid="ignore"):
         gram = J.gram()
-    if not np.isfinite(gram).all():
-        short = name.split()[0]
+        if np.isfinite(gram).all():
+            return gram
+        broken = [l for l, A in J.inputs.items() if not np.isfinite(A @ A.T).all()]
+    if broken and broken[0] == 1:
         raise ValueError(f"{name}: expected values for which the Gram J J^T (which holds "
                          f"{short} @ {short}.T) stays finite, got max |{short}| = "
                          f"{float(np.abs(keep_X).max()):.3g}; scale {short} down")
-    return gram
+    what = (f"the inputs of layer {broken[0]}, a{broken[0] - 1}, reach "
+            f"{float(np.abs(J.inputs[broken[0]]).max()):.3g}" if broken else
+            "its signals (the output side's weights) overflow")
+    raise ValueError(f"net: the Gram J J^T overflows {gram.dtype}: {what}, with max |{short}| = "
+                     f"{float(np.abs(keep_X).max()):.3g}; the parameters are too large")
 
 
 def check_restore(net, keep_X, ref, keep, tol, max_iter, rcond):

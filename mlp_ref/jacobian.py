@@ -347,6 +347,10 @@ def tangent_kernel_by_layer(net, X, i=0, j=1):
         shares = {l: (S[:, a, :] @ S[:, b, :].T) * kernels[l] for l, S in jac.signals.items()}
         shares["total"] = sum(shares[l] for l in jac.signals)
     if not np.isfinite(shares["total"]).all():
-        raise ValueError(f"X: expected values for which the kernel (which holds X @ X.T) stays "
-                         f"finite, got max |X| = {float(np.abs(jac.inputs[1]).max()):.3g}; scale X down")
+        big_X = float(np.abs(jac.inputs[1]).max())
+        if not np.isfinite(kernels[1]).all():             # X's own products a0 a0^T
+            raise ValueError(f"X: expected values for which the kernel (which holds X @ X.T) stays "
+                             f"finite, got max |X| = {big_X:.3g}; scale X down")
+        raise ValueError(f"net: the kernel overflows {net.dtype} with max |X| = {big_X:.3g}: the "
+                         f"parameters are too large")
     return shares

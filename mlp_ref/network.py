@@ -293,10 +293,8 @@ class MLP(Model):
 
     def act(self, l):
         """The activation of layer l = 1 .. L: an object with ``.name``, ``.f(z)``, ``.df(z, a)``."""
-        if type(l) is not int:                   # the forward and backward loops pass ints
-            if isinstance(l, bool) or not isinstance(l, numbers.Integral):
-                raise TypeError(f"l: expected a layer number 1 .. {self.depth}, got {_checks.describe(l)}")
-            l = int(l)
+        if isinstance(l, bool) or not isinstance(l, numbers.Integral):
+            raise TypeError(f"l: expected a layer number 1 .. {self.depth}, got {_checks.describe(l)}")
         if not 1 <= l <= self.depth:
             raise ValueError(f"l: expected a layer number 1 .. {self.depth}, got {l}")
         return self._acts[l - 1]

@@ -43,6 +43,10 @@ sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "HideFramewo
 TUTORIAL_COST = {"08_a_real_task.py": 4.5, "06_side_by_side.py": 3.6, "04_layer_splitting.py": 2.2}
 TUTORIAL_COST_ELSE = 0.5
 
+#: The real task's figures: all that conftest's ``figure_run`` draws when test_continual.py runs
+#: without test_figures.py (the first two drawn from ``continual.run()``).
+CONTINUAL_FIGURES = ("continual_tradeoff.png", "continual_steps.png", "continual_cost.png")
+
 #: The background jobs' niceness: where a job and the test process share a core, the test
 #: process gets it first.
 NICE = 10

@@ -31,6 +31,7 @@ for _var, _value in _saved.items():
 import pytest  # noqa: E402
 
 import _background  # noqa: E402
+from _background import CONTINUAL_FIGURES  # noqa: E402
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -138,11 +139,6 @@ def guarantees():
     return table.measured_guarantees()
 
 
-#: The real task's figures: all that ``figure_run`` draws when test_continual.py runs without
-#: test_figures.py (the first two drawn from ``continual.run()``).
-CONTINUAL_FIGURES = ("continual_tradeoff.png", "continual_steps.png", "continual_cost.png")
-
-
 @pytest.fixture(scope="session")
 def figure_run(request, tmp_path_factory):
     """``python -m mlp_ref figures --out DIR``, run here: ``cli.main``, what the command runs.
@@ -155,8 +151,8 @@ def figure_run(request, tmp_path_factory):
     ``figures.continual_run()``)."""
     every = any(item.path.name == "test_figures.py" for item in request.session.items)
     out = tmp_path_factory.mktemp("figures")
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    printed, said = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(said):
         status = cli.main(["figures", "--out", str(out), *([] if every else ["--only", *CONTINUAL_FIGURES])])
-    assert status == 0, printed.getvalue()
+    assert status == 0, printed.getvalue() + said.getvalue()
     return out, printed.getvalue().splitlines(), figures.continual_run()

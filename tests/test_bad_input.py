@@ -15,6 +15,15 @@ G = np.array([0.0, -1.0])
 REF = NET(X)[:, 0]
 
 
+def _huge_hidden():
+    """A [3, 4, 2] identity network whose hidden layer reaches 1e169 while its output stays
+    ordinary (W2 scaled down as much as W1 up): a1 a1^T overflows, X does not."""
+    net = mr.MLP([3, 4, 2], hidden="identity")
+    net.params["W1"] *= 1e170
+    net.params["W2"] *= 1e-170
+    return net
+
+
 def _huge_W2():
     """A [3, 4, 2] identity network whose W2 is 1e308 everywhere: finite, but its products are not."""
     net = mr.MLP([3, 4, 2], hidden="identity")
@@ -223,6 +232,14 @@ BAD_INPUTS = [
     ("adam order", lambda: optim.Adam(0.1, order="sideways"), ValueError, r"order:"),
     ("momentum beta", lambda: optim.Momentum(0.1, beta=1.0), ValueError, r"beta:"),
     # results that overflow: the argument whose size is to blame, never a NaN or "no limit"
+    ("penalty_limit blames the weights, not an ordinary X", lambda: fixes.penalty_limit(_huge_hidden(), X),
+     ValueError, r"net: the Gram J J\^T overflows float64: the inputs of layer 2, a1, reach .* with max \|X\| = 0.9"),
+    ("project blames the weights, not an ordinary X", lambda: fixes.project(_huge_hidden(), X, G), ValueError,
+     r"net: the Gram J J\^T overflows float64"),
+    ("fast.project blames the weights, not an ordinary X", lambda: mr.fast.project(_huge_hidden(), X, G), ValueError,
+     r"net: the Gram J J\^T overflows float64"),
+    ("tangent kernel blames the weights, not an ordinary X", lambda: mr.jacobian.tangent_kernel_by_layer(
+        _huge_hidden(), X), ValueError, r"net: the kernel overflows float64 with max \|X\| = 0.9"),
     ("penalty_limit X overflows the Gram", lambda: fixes.penalty_limit(
         mr.MLP([3, 4, 2], hidden="relu"), np.full((2, 3), 1e160)), ValueError,
      r"X: expected values for which the Gram J J\^T \(which holds X @ X.T\) stays finite"),

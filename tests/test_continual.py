@@ -14,7 +14,7 @@ from mlp_ref import data, figures, fixes, plots, report, tutorial
 from mlp_ref.measurements import continual
 from mlp_ref.measurements.continual import find
 
-from conftest import CONTINUAL_FIGURES
+from _background import CONTINUAL_FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,8 @@
 #
 # The accepted answer's first recipe: "introduce two sets of variables: one for the connections
 # between the hidden layer and the first output block, one for the rest", then train only out2's
-# connections (its snippet passes `var_list=[W_h_to_out2, b_h_to_out2]`). Three ways to write it
+# connections (its snippet passes `var_list=[W_h_to_out2, b_h_to_out2]`: of "the rest", the
+# output layer's part alone). Three ways to write it
 # down: freeze every layer but the output layer (`fixes.freeze`, the `var_list = [W2, b2]` of the
 # answer's scripts: with this $G$, whose out1 column is 0, only out2's weights in that layer
 # move; §2 says when that is not enough), give each output its own head on a shared trunk
@@ -42,9 +43,10 @@ def exactly_held(model, stepped, X):
 #
 # `fixes.freeze(net, X, G)` keeps the gradient of the output layer only ($W_L, b_L$, the
 # `var_list = [W2, b2]` of the answer's scripts) and zeroes the rest. We take one step at each
-# of five step sizes $\eta$ from 0.001 to 10 on both setups and compare out1 before and after with `np.array_equal`, on the
-# batch and on 256 unseen inputs: identical, bit for bit, every time. out2 still rises. The
-# figure draws one step of each fix on the seed network: freezing moves only out2's weights.
+# of five step sizes $\eta$ from 0.001 to 10 on both setups and compare out1 before and after
+# with `np.array_equal`, on the batch and on 256 unseen inputs: identical, bit for bit, every
+# time. out2 still rises. The figure draws one step of each fix on the seed network: freezing
+# moves only out2's weights.
 
 # %%
 for name, (net, X, _) in {"seed": seed_setup(), "visible": visible_setup()}.items():
@@ -159,8 +161,8 @@ print(report.format_capacity(capacity))
 # Layer splitting is the one family of fixes whose guarantee is exact: out1 is unchanged, bit
 # for bit, on every input, at every step size, because nothing it reads changes. The answer's
 # first recipe is one form of it, its `var_list` out2's connections alone (separate heads);
-# `var_list = [W2, b2]` holds out1 only while $G$'s out1 column is 0. The cost is capacity: a frozen trunk cannot learn for out2, and two towers
-# share nothing.
+# `var_list = [W2, b2]` holds out1 only while $G$'s out1 column is 0. The cost is capacity: a
+# frozen trunk cannot learn for out2, and two towers share nothing.
 #
 # Exercise: `tutorials/exercises/03_freeze.py` (freeze, the `var_list` recipe, and a head of
 # out2's own).

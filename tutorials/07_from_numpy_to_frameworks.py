@@ -146,9 +146,9 @@ for name, fx in RUN.items():
 # of output $k$ over the batch and $G_{:,k}$ column $k$ of $G$ (`out.backward(G)`,
 # `tape.gradient` with `output_gradients=G`). `freeze` trains only the output layer, the
 # `var_list = [W2, b2]` of the answer's scripts: `requires_grad_(False)` in PyTorch, a shorter
-# variable list in TensorFlow. With $G = [0, -1]$ out1's own output weights get a zero gradient, so out1 does not
-# move at all: after a step of `freeze`, $\max|\Delta \mathrm{out}_1|$ is exactly 0.0 on the
-# batch and on 256 unseen inputs, in float64 and in float32.
+# variable list in TensorFlow. With $G = [0, -1]$ out1's own output weights get a zero gradient,
+# so out1 does not move at all: after a step of `freeze`, $\max|\Delta \mathrm{out}_1|$ is
+# exactly 0.0 on the batch and on 256 unseen inputs, in float64 and in float32.
 
 # %%
 source("PyTorch", "naive", "output_layer", "freeze")
@@ -455,12 +455,13 @@ else:
 # ## What to remember
 #
 # In a framework as in NumPy: freezing (`var_list`, `requires_grad`) holds out1 exactly, on
-# every input; a mask alone never does (and with $G = [0, -1]$ it changes nothing); projection holds it to
-# first order on the batch if $J_1$ and the solve are done in float64 with a least-squares
-# solve, and restoring steps to round-off if the reference was taken before the step; with Adam,
-# project the update with a fresh $J_1$; a penalty only pulls, and diverges above about
-# $\lambda = 2 / (\eta \lambda_{max})$ (linearised: check it again as the network trains). Copy weights with `clone()`, not `detach()`; hand
-# TensorFlow float64 tensors, not Python floats.
+# every input; a mask alone never does (and with $G = [0, -1]$ it changes nothing); projection
+# holds it to first order on the batch if $J_1$ and the solve are done in float64 with a
+# least-squares solve, and restoring steps to round-off if the reference was taken before the
+# step; with Adam, project the update with a fresh $J_1$; a penalty only pulls, and diverges
+# above about $\lambda = 2 / (\eta \lambda_{max})$ (linearised: check it again as the network
+# trains). Copy weights with `clone()`, not `detach()`; hand TensorFlow float64 tensors, not
+# Python floats.
 #
 # Exercise: port one solution of `tutorials/exercises/solutions/` to PyTorch or TensorFlow, and
 # check it against `mlp_ref` as this tutorial does.
