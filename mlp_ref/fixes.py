@@ -263,15 +263,15 @@ def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
                          f"{float(np.abs(out[:, keep] - ref).max()):.3g})")
     try:
         return net.gradient(X, G_total)
-    except ValueError as exc:
-        pull = float(np.abs(lam * residual).max())
-        if not str(exc).startswith("G:") or pull <= float(np.abs(G).max()):
-            raise                   # the caller's G is the large part: its own message says so
-        blamed = "lam" if lam >= float(np.abs(residual).max()) else "ref"     # the larger factor
+    except ValueError as exc:           # G_total overflowed the backward pass: whose part is large?
+        big_G, far = float(np.abs(G).max()), float(np.abs(residual).max())
+        if not str(exc).startswith("G:") or lam * far <= big_G:
+            raise                       # the caller's G: its own message says so
+        blamed = "lam" if lam >= far else "ref"
         raise ValueError(f"{blamed}: expected values for which the pull lam * (O_keep - ref) keeps the "
                          f"backward pass finite in {net.dtype}, got max |lam * (O_keep - ref)| = "
-                         f"{pull:.3g} (lam = {lam:.3g}, max |ref| = {float(np.abs(ref).max()):.3g}, "
-                         f"max |G| = {float(np.abs(G).max()):.3g})") from None
+                         f"{lam * far:.3g} (lam = {lam:.3g}, max |O_keep - ref| = {far:.3g}, "
+                         f"max |G| = {big_G:.3g})") from None
 
 
 def penalty_limit(net, X, keep=(0,)):
