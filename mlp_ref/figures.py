@@ -2,7 +2,7 @@
 
 Each entry of ``FIGURES`` maps a file name to a function that draws (``plots``) a measurement
 (``measurements``); each measurement is computed once per process (a figure drawn twice, or two
-figures of the same run, reuse it). ``write_all`` prints one progress line per figure with its
+figures of the same run, reuse it) and handed out read-only (``measured``). ``write_all`` prints one progress line per figure with its
 time. To add a figure: a function in a ``measurements`` module returning arrays, one in a
 ``plots`` module drawing them, and a line here. ``plots`` is imported only when a figure is drawn, so that
 ``import mlp_ref.figures`` stays free of matplotlib.
@@ -55,41 +55,65 @@ def metadata(fmt):
 
 
 # -- what each figure draws: the measurement, computed once per process -------------------------
-@functools.lru_cache(maxsize=None)
+def measured(compute):
+    """The measurement ``compute()``, computed once per process and handed out read-only: every
+    figure, and every caller, reads the very same numbers, and none can change them for the
+    others (``np.array(a)`` is a writable copy)."""
+    @functools.lru_cache(maxsize=None)
+    @functools.wraps(compute)
+    def once():
+        return _read_only(compute())
+    return once
+
+
+def _read_only(value):
+    """``value`` with every NumPy array in it (through dicts, lists and tuples) made read-only."""
+    if isinstance(value, numpy.ndarray):
+        value.setflags(write=False)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _read_only(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _read_only(item)
+    return value
+
+
+@measured
 def seed_effect():
     net, X, _ = seed_setup()
     return question.naive_step_effect(net, X, G_QUESTION, lr=LR["seed"])
 
 
-@functools.lru_cache(maxsize=None)
+@measured
 def seed_stages():
     net, X, _ = seed_setup()
     return question.backprop_stages(net, X, G_QUESTION)
 
 
-@functools.lru_cache(maxsize=None)
+@measured
 def geometry():
     return projection.projection_geometry()
 
 
-@functools.lru_cache(maxsize=None)
+@measured
 def seed_weight_changes():
     return question.weight_changes("seed")
 
 
-@functools.lru_cache(maxsize=None)
+@measured
 def tangent_kernels():
     return [question.tangent_kernel("seed"), question.tangent_kernel("visible")]
 
 
-@functools.lru_cache(maxsize=None)
+@measured
 def drift_results():
     """The one-step runs of drift_vs_lr.png, visible setup first."""
     return [drift.one_step(setup, lrs=DRIFT_LRS, slope_max_lr=DRIFT_SLOPE_MAX_LR)
             for setup in ("visible", "seed")]
 
 
-@functools.lru_cache(maxsize=None)
+@measured
 def visible_trajectories():
     """The visible setup's 200 steps, shared by trajectories.png and pareto.png."""
     return drift.trajectories("visible", steps=STEPS)
@@ -99,29 +123,29 @@ def visible_trajectories():
 HELDOUT_RULES = ("naive", "project", "freeze", "span")
 
 
-@functools.lru_cache(maxsize=None)
+@measured
 def heldout_slice():
     return drift.drift_over_slice("visible", rules=HELDOUT_RULES)
 
 
-@functools.lru_cache(maxsize=None)
+@measured
 def adam_orders():
     return optimizers.optimizer_order("visible")
 
 
-@functools.lru_cache(maxsize=None)
+@measured
 def cost():
     return projection_cost.projection_cost_data(projection_cost.load())
 
 
-@functools.lru_cache(maxsize=None)
+@measured
 def continual_run():
     """``continual.run()``: continual_tradeoff.png and continual_steps.png draw it, and
     tests/test_continual.py asserts what tutorial 08 and the README say of it on this same run."""
     return continual.run()
 
 
-@functools.lru_cache(maxsize=None)
+@measured
 def continual_cost():
     """The shipped cost sweep (timings are never taken while drawing), as continual_cost.png's arrays."""
     return continual.constraint_cost_data(continual.load_cost())

@@ -1,6 +1,7 @@
 """out1's drift under every rule: one step against lr (drift_vs_lr.png), many steps
 (trajectories.png, pareto.png), and a slice of input space off the batch (heldout_drift.png)."""
 import numpy as np
+import pytest
 
 from mlp_ref import figures, fixes
 from mlp_ref.measurements import drift, fits, rules
@@ -34,6 +35,13 @@ def test_drift_vs_lr_slopes_zeros_and_round_off(drift_results):
 def test_a_stiff_penalty_diverges():
     t = drift.trajectories("visible", rules=[rules.penalty(3.0)], steps=60)["penalty"]
     assert t["drift_batch"][-1] > 1e3 * t["drift_batch"][1]
+
+
+def test_the_figures_measurements_are_read_only(trajectories, tangent_kernels):
+    """Shared by every figure and every test of a process: none can change them for the others."""
+    for array in (trajectories["naive"]["drift_batch"], tangent_kernels["seed"]["shares"]["total"]):
+        with pytest.raises(ValueError, match="read-only"):
+            array[0] = 1.0
 
 
 def test_many_steps(trajectories):
