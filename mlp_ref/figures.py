@@ -2,10 +2,11 @@
 
 Each entry of ``FIGURES`` maps a file name to a function that draws (``plots``) a measurement
 (``measurements``); each measurement is computed once per process (a figure drawn twice, or two
-figures of the same run, reuse it) and handed out read-only (``measured``). ``write_all`` prints one progress line per figure with its
-time. To add a figure: a function in a ``measurements`` module returning arrays, one in a
-``plots`` module drawing them, and a line here. ``plots`` is imported only when a figure is drawn, so that
-``import mlp_ref.figures`` stays free of matplotlib.
+figures of the same run, reuse it) and handed out read-only (``measured``). ``write_all``
+prints one progress line per figure with its time. To add a figure: a function in a
+``measurements`` module returning arrays, one in a ``plots`` module drawing them, and a line
+here. ``plots`` is imported only when a figure is drawn, so that ``import mlp_ref.figures``
+stays free of matplotlib.
 """
 from __future__ import annotations
 
