@@ -431,6 +431,11 @@ class TwoTower(_Composed):
             raise ValueError(f"record: expected .output, the (n, {self.sizes[-1]}) array that "
                              f"forward made, got {_checks.describe(record.output)}")
         n, K = record.output.shape
+        rows = [t.output.shape[0] for t in record.towers]
+        if K != self.sizes[-1] or rows != [n] * len(rows):
+            raise ValueError(f"record: expected this model's forward record, .output (n, "
+                             f"{self.sizes[-1]}) and every tower on its n rows, got .output "
+                             f"{record.output.shape} and towers on {rows} rows")
         G = _checks.rows_or_vector("G", G, self.dtype, n, K)
         stages, grads = {}, {}
         da0 = 0.0

@@ -15,6 +15,18 @@ G = np.array([0.0, -1.0])
 REF = NET(X)[:, 0]
 
 
+def _towers_record_cut(what):
+    """TwoTower.backward of a forward record edited by hand: its output's last column dropped, or
+    one tower's record made on fewer rows."""
+    towers = mr.TwoTower([3, 4, 2])
+    record = towers.forward(X)
+    if what == "output":
+        record.output = record.output[:, :1]
+    else:
+        record.towers[1] = towers.tower(1).forward(X[:3])
+    return towers.backward(record, G)
+
+
 def _huge_hidden():
     """A [3, 4, 2] identity network whose hidden layer reaches 1e169 while its output stays
     ordinary (W2 scaled down as much as W1 up): a1 a1^T overflows, X does not."""
@@ -282,6 +294,10 @@ BAD_INPUTS = [
     ("tangent kernel X overflows", lambda: mr.jacobian.tangent_kernel_by_layer(
         mr.MLP([3, 4, 2], hidden="relu"), np.full((2, 3), 1e200)), ValueError,
      r"X: expected values for which the kernel \(which holds X @ X.T\) stays finite"),
+    ("TwoTower.backward of a record with its output cut", lambda: _towers_record_cut("output"), ValueError,
+     r"record: expected this model's forward record, .output \(n, 2\) and every tower on its n rows"),
+    ("TwoTower.backward of a record with a tower's rows cut", lambda: _towers_record_cut("tower"), ValueError,
+     r"record: expected this model's forward record"),
     ("backward of a record made inf by hand", lambda: NET.backward(torn_inf(), G), ValueError,
      r"record: stage a1 holds NaN/inf \(1 inf\), which no record of net.forward\(X\) does"),
     # a huge list is quoted short (reprlib), not whole
