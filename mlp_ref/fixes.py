@@ -155,9 +155,7 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     except ValueError as exc:
         if not str(exc).startswith("D"):      # D is ours here, made from G: G's size is to blame
             raise
-        raise ValueError(f"G: expected values for which the projected direction stays finite in "
-                         f"{net.dtype}, got max |G| = {float(np.abs(G).max()):.3g} (a gradient of "
-                         f"max |g| = {largest(g):.3g})") from None
+        raise projection_overflow(net, G, f" (a gradient of max |g| = {largest(g):.3g})") from None
 
 
 def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
@@ -192,6 +190,12 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     return D
 
 
+def projection_overflow(net, G, detail=""):
+    """The error for a projected direction that overflows: D is made from G, so G is named."""
+    return ValueError(f"G: expected values for which the projected direction stays finite in "
+                      f"{net.dtype}, got max |G| = {float(np.abs(G).max()):.3g}{detail}")
+
+
 def largest(D):
     """max |D| over every array of a dict like params."""
     return max(float(np.abs(v).max()) for v in D.values())
@@ -217,8 +221,7 @@ def project_dense(net, X, G, keep=(0,), keep_X=None):
     with np.errstate(over="ignore", invalid="ignore"):      # an overflow is named below
         D = flatten(g) - np.linalg.pinv(J) @ (J @ flatten(g))    # g - J^+ J g
     if not np.isfinite(D).all():
-        raise ValueError(f"G: expected values for which the projected direction stays finite in "
-                         f"{net.dtype}, got max |G| = {float(np.abs(G).max()):.3g}")
+        raise projection_overflow(net, G)
     return unflatten(D, g)
 
 
@@ -260,7 +263,7 @@ def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
     if not np.isfinite(G_total).all():
         raise ValueError(f"lam: expected a weight for which G + lam * (O_keep - ref) stays finite "
                          f"in {net.dtype}, got lam = {lam:.3g} (max |O_keep - ref| = "
-                         f"{float(np.abs(out[:, keep] - ref).max()):.3g})")
+                         f"{float(np.abs(residual).max()):.3g})")
     try:
         return net.gradient(X, G_total)
     except ValueError as exc:           # G_total overflowed the backward pass: whose part is large?

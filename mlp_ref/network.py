@@ -186,14 +186,18 @@ def check_inputs(net, X, name="X"):
 
 def check_lr(lr, dtype):
     """lr > 0 as a scalar of ``dtype``, refusing one that rounds to 0 or inf there."""
-    value = _checks.real("lr", lr, low=0.0, low_inclusive=False)
+    return check_representable("lr", _checks.real("lr", lr, low=0.0, low_inclusive=False), dtype)
+
+
+def check_representable(name, value, dtype):
+    """A positive number as a scalar of ``dtype``, refusing one that rounds to 0 or inf there."""
     with np.errstate(over="ignore", under="ignore"):
-        step = dtype.type(value)
-    if not np.isfinite(step) or step == 0:
-        raise ValueError(f"lr: expected a value representable in {dtype} "
+        scalar = np.dtype(dtype).type(value)
+    if not np.isfinite(scalar) or scalar == 0:
+        raise ValueError(f"{name}: expected a value representable in {dtype} "
                          f"(between {np.finfo(dtype).smallest_subnormal:.3g} and "
-                         f"{np.finfo(dtype).max:.3g}), got {lr}")
-    return step
+                         f"{np.finfo(dtype).max:.3g}), got {value}")
+    return scalar
 
 
 def check_writable(net):
@@ -373,8 +377,8 @@ class MLP(Model):
         if layer > self.depth + 1:
             raise ValueError(f"layer: expected a layer 1 .. {self.depth + 1} (L + 1: the output "
                              f"itself), got {layer}")
-        a = _checks.matrix("a_prev", a_prev, self.dtype, width=self.sizes[layer - 1],
-                           width_name=f"columns (the width of layer {layer - 1})")
+        a = a_prev = _checks.matrix("a_prev", a_prev, self.dtype, width=self.sizes[layer - 1],
+                                    width_name=f"columns (the width of layer {layer - 1})")
         with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named below
             for l in range(layer, self.depth + 1):
                 a = self.act(l).f(a @ self.params[f"W{l}"] + self.params[f"b{l}"])
@@ -390,7 +394,7 @@ class MLP(Model):
         if broken:
             return (f"forward_from: the output is not finite because {', '.join(broken)} "
                     f"{'holds' if len(broken) == 1 else 'hold'} NaN/inf; rebuild or reload the network")
-        big_a = float(np.abs(np.asarray(a_prev, dtype=float)).max())
+        big_a = float(np.abs(a_prev).max())
         big_W = max(float(np.abs(self.params[f"W{l}"]).max()) for l in range(layer, self.depth + 1))
         if big_a > big_W:
             return (f"a_prev: expected values for which the output of layers {layer} .. {self.depth} "

@@ -33,7 +33,7 @@ import numpy as np
 
 from . import _checks
 from .fixes import check_net
-from .network import check_lr
+from .network import check_lr, check_representable
 
 ORDERS = ("update", "gradient")
 
@@ -319,12 +319,7 @@ class Adam(Optimizer):
 
     def _check_hyper(self, dtype):
         super()._check_hyper(dtype)
-        with np.errstate(over="ignore", under="ignore"):
-            eps = dtype.type(self.eps)
-        if not np.isfinite(eps) or eps == 0:
-            raise ValueError(f"eps: expected a value representable in {dtype} (between "
-                             f"{np.finfo(dtype).smallest_subnormal:.3g} and {np.finfo(dtype).max:.3g}), "
-                             f"got {self.eps}")
+        check_representable("eps", self.eps, dtype)
 
     def _hyper(self):
         return {"beta1": self.beta1, "beta2": self.beta2, "eps": self.eps}
