@@ -1,10 +1,10 @@
 """The slow work done in other processes, started as soon as the tests are collected (when the
 whole suite runs, as soon as the session starts: tests/conftest.py): every tutorial script,
 every tutorial as a notebook in a Jupyter kernel, the figures from an installed wheel (the
-second run of each: the first is conftest's ``figure_run``, in the test process), and the
-bench command. They are tasks of
-one queue (``_Queue``), run one at a time on the second core while this process works through
-the other tests, and two at a time once it waits for them (``result``).
+second run of each, which tests/test_figures.py compares with an earlier one), and the bench
+command. They are tasks of one queue (``_Queue``), run one at a time on the second core while
+this process works through the other tests, and two at a time once it waits for them
+(``result``).
 
 Only what the collected tests need is started: ``pytest tests/test_fits.py`` starts nothing.
 """
@@ -43,8 +43,8 @@ sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "HideFramewo
 TUTORIAL_COST = {"08_a_real_task.py": 4.5, "06_side_by_side.py": 3.6, "04_layer_splitting.py": 2.2}
 TUTORIAL_COST_ELSE = 0.5
 
-#: The real task's figures: all that conftest's ``figure_run`` draws when test_continual.py runs
-#: without test_figures.py (the first two drawn from ``continual.run()``).
+#: The real task's figures: what conftest's ``figure_run`` draws in the test process (the first two
+#: from the ``continual.run()`` that test_continual.py checks), unless it draws every figure.
 CONTINUAL_FIGURES = ("continual_tradeoff.png", "continual_steps.png", "continual_cost.png")
 
 #: The background jobs' niceness: where a job and the test process share a core, the test
@@ -221,7 +221,7 @@ class _Tutorials(_Job):
 def wheel_figures(tmp):
     """Build the wheel from a copy of the sources, install it into a fresh virtual environment
     that sees numpy and matplotlib but not this checkout, and run ``python -m mlp_ref figures``
-    there from an empty folder: every figure, so that it is also the second run of each.
+    there from an empty folder: every figure, so that it is also a second run of each.
     Returns (folder of PNGs, stdout, the mlp_ref it imported, its console script).
 
     One pip command builds the wheel (setuptools' PEP 517 hook, without build isolation: no

@@ -31,7 +31,8 @@ for _var, _value in _saved.items():
 import pytest  # noqa: E402
 
 import _background  # noqa: E402
-from _background import CONTINUAL_FIGURES  # noqa: E402
+from _background import CONTINUAL_FIGURES, ROOT  # noqa: E402
+from _drawn import png_software  # noqa: E402
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -139,17 +140,28 @@ def guarantees():
     return table.measured_guarantees()
 
 
+def committed_figures_match_this_environment():
+    """True when every figure committed in figures/ says, in its PNG's Software chunk, that it
+    was drawn with this environment's matplotlib and numpy: then each committed file can be
+    the first of the two runs that test_figures.py compares, where its bytes are the wheel's."""
+    software = figures.png_metadata()["Software"]
+    return all((ROOT / "figures" / name).exists() and png_software(ROOT / "figures" / name) == software
+               for name in figures.FIGURES)
+
+
 @pytest.fixture(scope="session")
 def figure_run(request, tmp_path_factory):
-    """``python -m mlp_ref figures --out DIR``, run here: ``cli.main``, what the command runs.
-    Every figure when test_figures.py is collected (which compares it byte for byte with the
-    run of an installed wheel, in a process of its own), else only CONTINUAL_FIGURES.
+    """``python -m mlp_ref figures --out DIR --only CONTINUAL_FIGURES``, run here: ``cli.main``,
+    what the command runs, drawn from the very continual-learning run that test_continual.py
+    checks (``figures`` computes each measurement once per process).
 
-    In this process, the figures are drawn from the very computations that the fixtures above
-    check (``figures`` computes each once per process), and test_continual.py checks the
-    continual-learning run they drew. Returns (folder of the files, the progress lines,
-    ``figures.continual_run()``)."""
-    every = any(item.path.name == "test_figures.py" for item in request.session.items)
+    Every figure instead when test_figures.py is collected and the committed figures were drawn
+    with other versions of matplotlib or numpy: test_figures.py compares the run of an
+    installed wheel, in a process of its own, byte for byte with an earlier run of each figure
+    (the committed one, where it has the wheel's bytes, else this one). Returns (folder of the
+    files, the progress lines, ``figures.continual_run()``)."""
+    every = (any(item.path.name == "test_figures.py" for item in request.session.items)
+             and not committed_figures_match_this_environment())
     out = tmp_path_factory.mktemp("figures")
     printed, said = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(said):
