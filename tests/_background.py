@@ -20,6 +20,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlp_ref.bench import KEEP_MEMORY
+
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIALS = sorted((ROOT / "tutorials").glob("[0-9][0-9]_*.py"))
 #: Every tutorial opens as a notebook.
@@ -137,13 +139,25 @@ def _run(cmd, timeout=600, **kw):
     return Run(proc.returncode, out, err)
 
 
-def tutorial_env():
+def tutorial_env(keep_memory=True):
     """Headless, this checkout's mlp_ref, and one BLAS thread: the tutorials' matrices are tiny,
     and when several processes share two cores, OpenBLAS threads spinning on an 8 x 8 or
-    32 x 32 eigh can make it ten times slower than one thread."""
-    return dict(os.environ, MPLBACKEND="Agg", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                MKL_NUM_THREADS="1",
-                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    32 x 32 eigh can make it ten times slower than one thread. With glibc keeping freed memory
+    unless ``keep_memory`` is False (``kept_memory``)."""
+    env = dict(os.environ, MPLBACKEND="Agg", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+               MKL_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    return kept_memory(env) if keep_memory else env
+
+
+def kept_memory(env):
+    """``env`` with glibc keeping freed memory (``bench.KEEP_MEMORY``, the README's setting; the
+    test process sets it for itself, conftest.py): a process that makes and frees arrays over
+    and over then takes no freed page back from the system one fault at a time, a few percent
+    of the suite's CPU. Every process the suite starts runs so but the bench's, which measures
+    glibc's defaults for itself."""
+    tunables = [env.get("GLIBC_TUNABLES"), KEEP_MEMORY["GLIBC_TUNABLES"]]
+    return dict(env, GLIBC_TUNABLES=":".join(filter(None, tunables)))
 
 
 @dataclass
@@ -233,7 +247,7 @@ def wheel_figures(tmp):
     for name in ("setup.cfg", "pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "mlp_ref", src / "mlp_ref", ignore=shutil.ignore_patterns("__pycache__"))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = kept_memory({k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     # one BLAS thread, as this test process computes (conftest.py): the figures compared bit for
     # bit with the wheel's are drawn at round-off level, which depends on the thread count
     env.update(MPLBACKEND="Agg", PIP_DISABLE_PIP_VERSION_CHECK="1", OPENBLAS_NUM_THREADS="1",
@@ -292,7 +306,7 @@ class _Bench(_Job):
         super().__init__()
         self.path = folder / "bench.json"
         self.add("bench", 3, lambda: _run([sys.executable, "-m", "mlp_ref", *TINY_BENCH, "--json",
-                                           str(self.path)], env=tutorial_env(), cwd=folder))
+                                           str(self.path)], env=tutorial_env(keep_memory=False), cwd=folder))
 
     def result(self):
         return self.run("bench"), self.path

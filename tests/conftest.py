@@ -30,6 +30,12 @@ for _var, _value in _saved.items():
 
 import pytest  # noqa: E402
 
+from mlp_ref.bench import keep_freed_memory  # noqa: E402
+
+# glibc keeps this process's freed memory for its next arrays (as every process the suite starts
+# does but the bench's: _background.kept_memory): no freed page is faulted back in one at a time.
+keep_freed_memory()
+
 import _background  # noqa: E402
 from _background import CONTINUAL_FIGURES, ROOT  # noqa: E402
 from _drawn import png_software  # noqa: E402
