@@ -66,12 +66,13 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_sessionstart(session):
-    """The whole suite (``pytest`` with no arguments, no -k, -m or --lf): every background job
-    starts now, while the tests are collected (3 s of one core), not once they are."""
+    """The whole suite (``pytest`` with no arguments, no -k, -m, --lf or --ignore): every
+    background job starts now, while the tests are collected (3 s of one core), not once they are."""
     config = session.config
     whole = (getattr(config, "args_source", None) == pytest.Config.ArgsSource.TESTPATHS
              and not (config.option.keyword or config.option.markexpr or config.option.deselect
-                      or getattr(config.option, "lf", False)))
+                      or getattr(config.option, "lf", False) or config.option.ignore
+                      or config.option.ignore_glob))
     if whole:
         _background.start(_background.every_test_file())
 
