@@ -45,10 +45,6 @@ sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "HideFramewo
 TUTORIAL_COST = {"08_a_real_task.py": 4.5, "06_side_by_side.py": 3.6, "04_layer_splitting.py": 2.2}
 TUTORIAL_COST_ELSE = 0.5
 
-#: The real task's figures: what conftest's ``figure_run`` draws in the test process (the first two
-#: from the ``continual.run()`` that test_continual.py checks), unless it draws every figure.
-CONTINUAL_FIGURES = ("continual_tradeoff.png", "continual_steps.png", "continual_cost.png")
-
 #: The background jobs' niceness: where a job and the test process share a core, the test
 #: process gets it first.
 NICE = 10

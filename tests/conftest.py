@@ -5,8 +5,6 @@ so that a claim is checked on the very numbers that state it; those of the figur
 figures' own functions (``figures`` computes each once per process), called with the arguments
 the figures use.
 """
-import contextlib
-import io
 import os
 import sys
 
@@ -37,12 +35,10 @@ from mlp_ref.bench import keep_freed_memory  # noqa: E402
 keep_freed_memory()
 
 import _background  # noqa: E402
-from _background import CONTINUAL_FIGURES, ROOT  # noqa: E402
-from _drawn import png_software  # noqa: E402
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-from mlp_ref import cli, figures                            # noqa: E402
+from mlp_ref import figures                                 # noqa: E402
 from mlp_ref.measurements import splitting, table           # noqa: E402
 from mlp_ref.setups import seed_setup, visible_setup         # noqa: E402
 
@@ -145,33 +141,3 @@ def order_result():
 def guarantees():
     """``table.measured_guarantees()``: the guarantees table of tutorial 06, measured."""
     return table.measured_guarantees()
-
-
-def committed_figures_match_this_environment():
-    """True when every figure committed in figures/ says, in its PNG's Software chunk, that it
-    was drawn with this environment's matplotlib and numpy: then each committed file can be
-    the first of the two runs that test_figures.py compares, where its bytes are the wheel's."""
-    software = figures.png_metadata()["Software"]
-    return all((ROOT / "figures" / name).exists() and png_software(ROOT / "figures" / name) == software
-               for name in figures.FIGURES)
-
-
-@pytest.fixture(scope="session")
-def figure_run(request, tmp_path_factory):
-    """``python -m mlp_ref figures --out DIR --only CONTINUAL_FIGURES``, run here: ``cli.main``,
-    what the command runs, drawn from the very continual-learning run that test_continual.py
-    checks (``figures`` computes each measurement once per process).
-
-    Every figure instead when test_figures.py is collected and the committed figures were drawn
-    with other versions of matplotlib or numpy: test_figures.py compares the run of an
-    installed wheel, in a process of its own, byte for byte with an earlier run of each figure
-    (the committed one, where it has the wheel's bytes, else this one). Returns (folder of the
-    files, the progress lines, ``figures.continual_run()``)."""
-    every = (any(item.path.name == "test_figures.py" for item in request.session.items)
-             and not committed_figures_match_this_environment())
-    out = tmp_path_factory.mktemp("figures")
-    printed, said = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(said):
-        status = cli.main(["figures", "--out", str(out), *([] if every else ["--only", *CONTINUAL_FIGURES])])
-    assert status == 0, printed.getvalue() + said.getvalue()
-    return out, printed.getvalue().splitlines(), figures.continual_run()

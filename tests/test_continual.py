@@ -1,10 +1,8 @@
 """The real task: the digits loader, and every claim tutorial 08 and the README make about the
 continual-learning run, asserted on the very run the figures draw: ``continual.run()`` as the
-figures command, run in this process, computed it (conftest's ``figure_run``:
-``figures.continual_run``)."""
+figures command computes it (``figures.continual_run``)."""
 import importlib.util
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +12,6 @@ from mlp_ref import data, figures, fixes, plots, report, tutorial
 from mlp_ref.measurements import continual
 from mlp_ref.measurements.continual import find
 
-from _background import CONTINUAL_FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,10 +81,10 @@ def test_smaller_memories_are_part_of_larger_ones():
 
 # -- the run ----------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
-def res(figure_run):
-    """``continual.run()``: the run that continual_tradeoff.png and continual_steps.png were
-    drawn from (conftest's ``figure_run``)."""
-    return figure_run[2]
+def res():
+    """``continual.run()``: the run that continual_tradeoff.png and continual_steps.png draw
+    (``figures.continual_run``, computed once per process)."""
+    return figures.continual_run()
 
 
 def test_the_run_has_every_fix_and_memory_size(res):
@@ -348,16 +345,6 @@ def test_tutorial_08_says_what_the_run_does(res):
 
 
 # -- the figures --------------------------------------------------------------------------------
-def test_every_title_and_label_of_the_continual_figures_lies_inside_them(figure_run):
-    """The figure run names any text drawn past a figure's edge on that figure's progress line
-    (``plots.style.cut_off_texts``): each of these lines ends with the figure's time."""
-    folder, lines, _ = figure_run
-    for name in CONTINUAL_FIGURES:
-        line = next(line for line in lines if line.split()[1].endswith(f"/{name}"))
-        assert re.fullmatch(rf"\[\d+/\d+\] \S+/{re.escape(name)}  \(\d+\.\d s\)", line), line
-        assert (folder / name).exists()
-
-
 def test_the_continual_tables_legend_says_what_every_column_holds(res):
     text = report.format_continual(res)
     header, *rows = text.splitlines()

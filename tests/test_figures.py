@@ -4,12 +4,11 @@ from an empty folder (the figure data ships inside the package), in another proc
 when the tests were collected (tests/_background.py), compared byte for byte with an earlier
 run of each figure in another process.
 
-The earlier run of a figure is the one drawn in this process (conftest's ``figure_run``: the
-continual-learning figures, or every figure where figures/ was drawn with other versions of
-matplotlib or numpy), else the copy committed in figures/, the output of ``python -m mlp_ref
-figures`` in a checkout, when it has the wheel's very bytes, else one drawn here once the
-wheel's run is in: a committed copy drawn on another CPU (round-off, README "Reproducibility")
-or stale. Whichever it is, every figure's bytes are those of two runs in two processes."""
+That earlier run is the copy committed in figures/, the output of ``python -m mlp_ref figures``
+in a checkout, where it has the wheel's very bytes. A figure whose committed copy differs (drawn
+on another CPU: round-off, README "Reproducibility"; or stale) is drawn again in this process,
+and so is every figure when figures/ was drawn with other versions of matplotlib or numpy.
+Whichever it is, every figure's bytes are those of two runs in two processes."""
 import contextlib
 import io
 import re
@@ -23,30 +22,33 @@ from _background import ROOT
 from _drawn import png_size, png_software
 
 
+def draw_here(folder, names):
+    """``python -m mlp_ref figures --out folder --only names``, run in this process."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        assert cli.main(["figures", "--out", str(folder), "--only", *names]) == 0, printed.getvalue()
+
+
 @pytest.fixture(scope="module")
-def runs(figure_run, tmp_path_factory):
+def runs(tmp_path_factory):
     """(the wheel's result: its folder, what it printed, the mlp_ref it imported, its console
     script; figure name -> the file of an earlier run of the command with which to compare the
     wheel's)."""
+    software = figures.png_metadata()["Software"]
+    committed = {name: ROOT / "figures" / name for name in figures.FIGURES}
+    here = tmp_path_factory.mktemp("figures")
+    if not all(path.exists() and png_software(path) == software for path in committed.values()):
+        draw_here(here, figures.FIGURES)          # while the wheel's run is still under way
     wheel = _background.result("wheel")
     assert "error" not in wheel, wheel.get("error")
     out = wheel["result"][0]
-    here = figure_run[0]
-    earlier = {}
-    for name in figures.FIGURES:
-        committed = ROOT / "figures" / name
-        if (here / name).exists():
-            earlier[name] = here / name
-        elif committed.exists() and (out / name).exists() and committed.read_bytes() == (out / name).read_bytes():
-            earlier[name] = committed
-    again = [name for name in figures.FIGURES if name not in earlier]
+    again = [name for name in figures.FIGURES if not (here / name).exists()
+             and not (committed[name].exists() and (out / name).exists()
+                      and committed[name].read_bytes() == (out / name).read_bytes())]
     if again:
-        folder = tmp_path_factory.mktemp("figures-again")
-        printed = io.StringIO()
-        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-            assert cli.main(["figures", "--out", str(folder), "--only", *again]) == 0, printed.getvalue()
-        earlier.update({name: folder / name for name in again})
-    return wheel["result"], earlier
+        draw_here(here, again)
+    return wheel["result"], {name: here / name if (here / name).exists() else committed[name]
+                             for name in figures.FIGURES}
 
 
 def test_every_figure_is_written(runs):
