@@ -209,16 +209,23 @@ def main(argv=None):
         sys.stdout.flush()
         return status
     except BrokenPipeError:                       # `mlp-ref stages | head`: the reader has gone
-        try:                                      # no second error when Python flushes at exit
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):             # a stdout with no file behind it
-            pass
+        _drop_stdout()
         return 1
     except OSError as exc:
         if exc.errno == errno.ENOSPC:             # `> /dev/full`: stdout itself cannot be written
             print(f"{args.command}: cannot write the output ({exc.strerror})", file=sys.stderr)
+            _drop_stdout()
             return 1
         raise
+
+
+def _drop_stdout():
+    """Point standard output at the null device, so that what is left in its buffer meets no
+    second error when Python flushes it at exit (a traceback-like message and status 120)."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):                 # a stdout with no file behind it
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -177,9 +177,13 @@ def test_a_reader_that_goes_away_or_a_full_disk_is_one_line_not_a_traceback():
                            capture_output=True, text=True, env=env)
     assert piped.stdout.startswith("MLP([3, 4, 2]") and piped.stderr == ""
     if os.path.exists("/dev/full"):
-        full = subprocess.run([sys.executable, "-m", "mlp_ref", "replay"], stdout=open("/dev/full", "w"),
-                              stderr=subprocess.PIPE, text=True, env=env)
-        assert full.returncode == 1 and full.stderr == "replay: cannot write the output (No space left on device)\n"
+        # buffered, as a shell runs it (the output fails at the last flush), and unbuffered
+        for buffered in ({k: v for k, v in env.items() if k != "PYTHONUNBUFFERED"},
+                         dict(env, PYTHONUNBUFFERED="1")):
+            with open("/dev/full", "w") as full_disk:
+                full = subprocess.run([sys.executable, "-m", "mlp_ref", "replay"], stdout=full_disk,
+                                      stderr=subprocess.PIPE, text=True, env=buffered)
+            assert (full.returncode, full.stderr) == (1, "replay: cannot write the output (No space left on device)\n")
 
 
 def test_figures_into_an_unwritable_folder_says_so(capsys):
