@@ -149,8 +149,8 @@ class SplitHeads(_Composed):
         A partition of range(K): each output in exactly one head, no head empty.
         The default ([0], [1]) gives out1 and out2 a head each.
     hidden, output, init_std, seed, dtype
-        As for MLP. The initial values are MLP(sizes, ..., seed=seed)'s, split: the model
-        starts as the very same function as that MLP.
+        Keywords, with MLP's meaning and defaults. The initial values are MLP(sizes, ...,
+        seed=seed)'s, split: the model starts as the very same function as that MLP.
 
     Attributes
     ----------
@@ -160,17 +160,12 @@ class SplitHeads(_Composed):
     heads : list of lists of int
     """
 
-    def __init__(self, sizes, heads=([0], [1]), hidden="sigmoid", output="identity", init_std=0.1,
-                 seed=0, dtype=np.float64):
-        net = MLP(sizes, hidden=hidden, output=output, init_std=init_std, seed=seed, dtype=dtype)
-        self._build(net, heads)
+    def __init__(self, sizes, heads=([0], [1]), **mlp):
+        self._build(MLP(sizes, **mlp), heads)
 
     @classmethod
     def from_mlp(cls, net, heads=([0], [1])):
-        """Split the last layer of an existing MLP into heads (copies; ``net`` is untouched).
-
-        The result computes the same outputs as ``net``, to the last bit.
-        """
+        """``net``'s last layer split into heads (copies: ``net`` is untouched), the same outputs to the last bit."""
         return cls._from(net, heads)
 
     def _build(self, net, heads):
@@ -311,9 +306,10 @@ class TwoTower(_Composed):
     groups : list of lists of int
         A partition of range(K), one tower per group (two by default: ([0], [1])).
     hidden, output, init_std, seed, dtype
-        As for MLP. Tower k starts as MLP(sizes, ..., seed=seed) restricted to the
-        outputs groups[k] (see ``from_mlp``): all towers start with equal trunks, which
-        then train independently, and the model starts as the same function as that MLP.
+        Keywords, with MLP's meaning and defaults. Tower k starts as MLP(sizes, ...,
+        seed=seed) restricted to the outputs groups[k] (see ``from_mlp``): all towers start
+        with equal trunks, which then train independently, and the model starts as the same
+        function as that MLP.
 
     Attributes
     ----------
@@ -326,10 +322,8 @@ class TwoTower(_Composed):
     learnt for one output can serve another.
     """
 
-    def __init__(self, sizes, groups=([0], [1]), hidden="sigmoid", output="identity", init_std=0.1,
-                 seed=0, dtype=np.float64):
-        net = MLP(sizes, hidden=hidden, output=output, init_std=init_std, seed=seed, dtype=dtype)
-        self._build(net, groups)
+    def __init__(self, sizes, groups=([0], [1]), **mlp):
+        self._build(MLP(sizes, **mlp), groups)
 
     @classmethod
     def from_mlp(cls, net, groups=([0], [1])):
