@@ -2,10 +2,11 @@
 
 Each entry of ``FIGURES`` maps a file name to a function that draws (``plots``) a measurement
 (``measurements``); each measurement is computed once per process (a figure drawn twice, or two
-figures of the same run, reuse it) and handed out read-only (``measured``). ``write_all``
-prints one progress line per figure with its time. To add a figure: a function in a
-``measurements`` module returning arrays, one in a ``plots`` module drawing them, and a line
-here. ``plots`` is imported only when a figure is drawn, so that ``import mlp_ref.figures``
+figures of the same run, reuse it) and handed out read-only (``measured``), and names the
+figures drawn from it (``draws``). ``write_all`` prints one progress line per figure with its
+time. To add a figure: a function in a ``measurements`` module returning arrays, one in a
+``plots`` module drawing them (named as the figure), and that name in the ``draws`` of the
+measurement here. ``plots`` is imported only when a figure is drawn, so that ``import mlp_ref.figures``
 stays free of matplotlib.
 """
 from __future__ import annotations
@@ -67,6 +68,21 @@ def measured(compute):
     return once
 
 
+#: file name -> how to draw it from ``plots``, in the order ``write_all`` writes them: each
+#: measurement below names the figures drawn from it (``draws``).
+FIGURES = {}
+
+
+def draws(*names):
+    """Register the figures drawn from the decorated measurement, each by the plot function of
+    ``plots`` that has its name: ``@draws("pareto")`` adds pareto.png, ``plots.pareto(m())``."""
+    def register(measurement):
+        for name in names:
+            FIGURES[f"{name}.png"] = lambda plots, name=name: getattr(plots, name)(measurement())
+        return measurement
+    return register
+
+
 def _read_only(value):
     """``value`` with every NumPy array in it (through dicts, lists and tuples) made read-only."""
     if isinstance(value, numpy.ndarray):
@@ -80,10 +96,18 @@ def _read_only(value):
     return value
 
 
+@draws("seed_problem")
 @measured
 def seed_effect():
     net, X, _ = seed_setup()
     return question.naive_step_effect(net, X, G_QUESTION, lr=LR["seed"])
+
+
+#: The takeaways of the two stage figures (the seed network, G = [0, -1]).
+STAGES_TITLE = ("Backprop of G = [0, \u22121]: out1's column is 0 in dout, dz2, dW2, db2 \u2014\n"
+                "but dW1 and db1 are not: a step moves the shared hidden layer, and out1 with it")
+ZEROED_TITLE = ("What each fix zeroes: the mask [0, 1] only entries that are already 0 here;\n"
+                "freezing W1, b1 (var_list = [W2, b2]) all of the hidden layer's gradient")
 
 
 @measured
@@ -92,21 +116,30 @@ def seed_stages():
     return question.backprop_stages(net, X, G_QUESTION)
 
 
+FIGURES["backprop_stages.png"] = lambda plots: plots.backprop_stages(seed_stages(), title=STAGES_TITLE)
+FIGURES["backprop_zeroed.png"] = lambda plots: plots.backprop_stages(
+    seed_stages(), zeroed=seed_stages()["zeroed"], title=ZEROED_TITLE)
+
+
+@draws("projection_geometry")
 @measured
 def geometry():
     return projection.projection_geometry()
 
 
+@draws("network_fixes")
 @measured
 def seed_weight_changes():
     return question.weight_changes("seed")
 
 
+@draws("tangent_kernel")
 @measured
 def tangent_kernels():
     return [question.tangent_kernel("seed"), question.tangent_kernel("visible")]
 
 
+@draws("drift_vs_lr")
 @measured
 def drift_results():
     """The one-step runs of drift_vs_lr.png, visible setup first."""
@@ -114,6 +147,7 @@ def drift_results():
             for setup in ("visible", "seed")]
 
 
+@draws("trajectories", "pareto")
 @measured
 def visible_trajectories():
     """The visible setup's 200 steps, shared by trajectories.png and pareto.png."""
@@ -124,21 +158,25 @@ def visible_trajectories():
 HELDOUT_RULES = ("naive", "project", "freeze", "span")
 
 
+@draws("heldout_drift")
 @measured
 def heldout_slice():
     return drift.drift_over_slice("visible", rules=HELDOUT_RULES)
 
 
+@draws("optimizer_order")
 @measured
 def adam_orders():
     return optimizers.optimizer_order("visible")
 
 
+@draws("projection_cost")
 @measured
 def cost():
     return projection_cost.projection_cost_data(projection_cost.load())
 
 
+@draws("continual_tradeoff", "continual_steps")
 @measured
 def continual_run():
     """``continual.run()``: continual_tradeoff.png and continual_steps.png draw it, and
@@ -146,37 +184,11 @@ def continual_run():
     return continual.run()
 
 
+@draws("continual_cost")
 @measured
 def continual_cost():
     """The shipped cost sweep (timings are never taken while drawing), as continual_cost.png's arrays."""
     return continual.constraint_cost_data(continual.load_cost())
-
-
-#: The takeaways of the two stage figures (the seed network, G = [0, -1]).
-STAGES_TITLE = ("Backprop of G = [0, \u22121]: out1's column is 0 in dout, dz2, dW2, db2 \u2014\n"
-                "but dW1 and db1 are not: a step moves the shared hidden layer, and out1 with it")
-ZEROED_TITLE = ("What each fix zeroes: the mask [0, 1] only entries that are already 0 here;\n"
-                "freezing W1, b1 (var_list = [W2, b2]) all of the hidden layer's gradient")
-
-#: file name -> how to draw it from ``plots`` (each lambda: measurement, then plot)
-FIGURES = {
-    "seed_problem.png": lambda plots: plots.seed_problem(seed_effect()),
-    "backprop_stages.png": lambda plots: plots.backprop_stages(seed_stages(), title=STAGES_TITLE),
-    "backprop_zeroed.png": lambda plots: plots.backprop_stages(
-        seed_stages(), zeroed=seed_stages()["zeroed"], title=ZEROED_TITLE),
-    "projection_geometry.png": lambda plots: plots.projection_geometry(geometry()),
-    "network_fixes.png": lambda plots: plots.network_fixes(seed_weight_changes()),
-    "tangent_kernel.png": lambda plots: plots.tangent_kernel(tangent_kernels()),
-    "drift_vs_lr.png": lambda plots: plots.drift_vs_lr(drift_results()),
-    "trajectories.png": lambda plots: plots.trajectories(visible_trajectories()),
-    "pareto.png": lambda plots: plots.pareto(visible_trajectories()),
-    "heldout_drift.png": lambda plots: plots.heldout_drift(heldout_slice()),
-    "optimizer_order.png": lambda plots: plots.optimizer_order(adam_orders()),
-    "projection_cost.png": lambda plots: plots.projection_cost(cost()),
-    "continual_tradeoff.png": lambda plots: plots.continual_tradeoff(continual_run()),
-    "continual_steps.png": lambda plots: plots.continual_steps(continual_run()),
-    "continual_cost.png": lambda plots: plots.continual_cost(continual_cost()),
-}
 
 
 def write_all(out="figures", names=None, log=print, fmt="png"):
