@@ -38,7 +38,7 @@ def runs(tmp_path_factory):
     committed = {name: ROOT / "figures" / name for name in figures.FIGURES}
     here = tmp_path_factory.mktemp("figures")
     if not all(path.exists() and png_software(path) == software for path in committed.values()):
-        draw_here(here, figures.FIGURES)          # while the wheel's run is still under way
+        draw_here(here, figures.FIGURES)          # before waiting for the wheel's run
     wheel = _background.result("wheel")
     assert "error" not in wheel, wheel.get("error")
     out = wheel["result"][0]
@@ -84,7 +84,9 @@ def test_an_installed_wheel_draws_every_figure_from_any_folder(runs):
 
 def test_two_runs_give_identical_bytes(runs):
     """The same command twice, in two processes: the same bytes (which earlier run each figure
-    is compared with: the module's docstring)."""
+    is compared with: the module's docstring). Where the committed copy is that run, ``runs``
+    took it for having the wheel's very bytes, and that equality is the evidence; every other
+    figure was drawn in this process and is compared here, where it can differ."""
     (out, _, _, _), earlier = runs
     assert sorted(earlier) == sorted(figures.FIGURES)
     for name, path in earlier.items():
