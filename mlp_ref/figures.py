@@ -6,8 +6,8 @@ figures of the same run, reuse it) and handed out read-only (``measured``), and 
 figures drawn from it (``draws``). ``write_all`` prints one progress line per figure with its
 time. To add a figure: a function in a ``measurements`` module returning arrays, one in a
 ``plots`` module drawing them (named as the figure), and that name in the ``draws`` of the
-measurement here. ``plots`` is imported only when a figure is drawn, so that ``import mlp_ref.figures``
-stays free of matplotlib.
+measurement here. ``plots`` is imported only when a figure is drawn, so that
+``import mlp_ref.figures`` stays free of matplotlib.
 """
 from __future__ import annotations
 
