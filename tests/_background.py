@@ -20,8 +20,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlp_ref.bench import KEEP_MEMORY
-
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIALS = sorted((ROOT / "tutorials").glob("[0-9][0-9]_*.py"))
 #: Every tutorial opens as a notebook.
@@ -152,6 +150,8 @@ def kept_memory(env):
     and over then takes no freed page back from the system one fault at a time, a few percent
     of the suite's CPU. Every process the suite starts runs so but the bench's, which measures
     glibc's defaults for itself."""
+    from mlp_ref.bench import KEEP_MEMORY   # here: _tutorials_run.py's tutorials see mlp_ref alone
+
     tunables = [env.get("GLIBC_TUNABLES"), KEEP_MEMORY["GLIBC_TUNABLES"]]
     return dict(env, GLIBC_TUNABLES=":".join(filter(None, tunables)))
 

@@ -29,6 +29,11 @@ def draw_here(folder, names):
         assert cli.main(["figures", "--out", str(folder), "--only", *names]) == 0, printed.getvalue()
 
 
+def same_bytes(a, b):
+    """Both files exist and hold the same bytes."""
+    return a.exists() and b.exists() and a.read_bytes() == b.read_bytes()
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """(the wheel's result: its folder, what it printed, the mlp_ref it imported, its console
@@ -42,9 +47,8 @@ def runs(tmp_path_factory):
     wheel = _background.result("wheel")
     assert "error" not in wheel, wheel.get("error")
     out = wheel["result"][0]
-    again = [name for name in figures.FIGURES if not (here / name).exists()
-             and not (committed[name].exists() and (out / name).exists()
-                      and committed[name].read_bytes() == (out / name).read_bytes())]
+    again = [name for name in figures.FIGURES
+             if not (here / name).exists() and not same_bytes(committed[name], out / name)]
     if again:
         draw_here(here, again)
     return wheel["result"], {name: here / name if (here / name).exists() else committed[name]
