@@ -12,6 +12,7 @@ import asyncio
 import heapq
 import itertools
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -231,8 +232,9 @@ class _Tutorials(_Job):
 def wheel_figures(tmp):
     """Build the wheel from a copy of the sources, install it into a fresh virtual environment
     that sees numpy and matplotlib but not this checkout, and run ``python -m mlp_ref figures``
-    there from an empty folder: every figure, so that it is also a second run of each.
-    Returns (folder of PNGs, stdout, the mlp_ref it imported, its console script).
+    there from an empty folder (``_wheel_figures.py``): every figure, so that it is also a
+    second run of each. Returns (folder of PNGs, stdout, the mlp_ref it imported, its console
+    script, name -> each of ``FIGURE_DATA`` as the command computed it).
 
     One pip command builds the wheel (setuptools' PEP 517 hook, without build isolation: no
     download) and installs it, as ``pip wheel`` and then ``pip install`` of the wheel would,
@@ -266,24 +268,60 @@ def wheel_figures(tmp):
     deps = {str(Path(m.__file__).parents[1]) for m in (numpy, matplotlib)}
     (site / "deps.pth").write_text("\n".join(sorted(deps)) + "\n")
     cwd.mkdir()
-    where, script = run(python, "-c", "import mlp_ref; print(mlp_ref.__file__); "
-                        "from importlib.metadata import distribution; print([e.value for e in "
-                        "distribution('mlp-ref').entry_points if e.name == 'mlp-ref'])",
-                        cwd=cwd).stdout.split("\n")[:2]
-    res = run(python, "-m", "mlp_ref", "figures", "--out", str(out), cwd=cwd)
-    return out, res.stdout, where, script
+    data = tmp / "measurements.pickle"
+    res = run(python, "-I", str(Path(__file__).resolve().parent / "_wheel_figures.py"), str(out),
+              str(data), *FIGURE_DATA, cwd=cwd)
+    with open(data, "rb") as fh:
+        got = pickle.load(fh)
+    return out, res.stdout, got["where"], str(got["script"]), got["measurements"]
 
 
 class _Wheel(_Job):
     """The command ``figures`` from an installed wheel (``wheel_figures``).
-    ``result()``: {"result": wheel_figures(...)} or {"error": what failed}."""
+    ``result()``: {"result": (folder of PNGs, stdout, the mlp_ref it imported, its console
+    script), "measurements": name -> measurement} or {"error": what failed}."""
 
     def __init__(self, folder, files):
         super().__init__()
         self.add("wheel", 20, lambda: wheel_figures(folder))
 
     def result(self):
-        return self.wait()["wheel"]
+        got = self.wait()["wheel"]
+        if "error" in got:
+            return got
+        return {"result": got["result"][:4], "measurements": got["result"][4]}
+
+
+#: The measurements of ``mlp_ref.figures`` that tests read (``figure_data``), each a function of
+#: that module computed once per process and drawn by the figures of its ``draws``.
+FIGURE_DATA = ("seed_weight_changes", "tangent_kernels", "drift_results", "visible_trajectories",
+               "heldout_slice", "adam_orders", "continual_run")
+_figure_data = {}
+
+
+def figure_data(name):
+    """``mlp_ref.figures.<name>()``, one of FIGURE_DATA. When this session runs the wheel's
+    figures (the whole suite, or test_figures.py), the very measurement they were drawn from
+    there, in another process: the tests check the numbers the figures show, and no process
+    computes them twice. Otherwise computed here, as the figures command computes it: the same
+    code, with one BLAS thread in both, gives the same bits. Read-only either way, as
+    ``figures.measured`` hands out every measurement (the wheel's, too, passes through it).
+
+    Waits for the wheel: the tests that use it run late (conftest.py, READ_THE_BACKGROUND)."""
+    from mlp_ref import figures   # here: _tutorials_run.py's tutorials see mlp_ref alone
+
+    if name not in FIGURE_DATA:
+        raise ValueError(f"name: expected one of {FIGURE_DATA}, got {name!r}")
+    if "wheel" not in _started:
+        return getattr(figures, name)()
+    if name not in _figure_data:
+        wheel = result("wheel")
+        if "error" in wheel:
+            raise RuntimeError(f"the wheel's figures, and with them the measurements they drew, "
+                               f"failed: {wheel['error']}")
+        measurement = wheel["measurements"][name]
+        _figure_data[name] = figures.measured(lambda: measurement)()
+    return _figure_data[name]
 
 
 #: ``python -m mlp_ref bench`` on sizes so tiny that only the machinery is measured

@@ -2,8 +2,8 @@
 
 Each fixture is the measurement a figure, a tutorial or the CLI shows, with the same arguments,
 so that a claim is checked on the very numbers that state it; those of the figures are the
-figures' own functions (``figures`` computes each once per process), called with the arguments
-the figures use.
+figures' own measurements, those the wheel's figures were drawn from when this session draws
+them (``_background.figure_data``).
 """
 import os
 import sys
@@ -38,16 +38,21 @@ import _background  # noqa: E402
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-from mlp_ref import figures                                 # noqa: E402
 from mlp_ref.measurements import splitting, table           # noqa: E402
 from mlp_ref.setups import seed_setup, visible_setup         # noqa: E402
 
 
-#: The fixtures that read the background jobs' results (test file, fixture), in about the order
-#: the jobs finish: the tests that use one run after all the others, so that the jobs have the
-#: whole run to finish in, and only those, so that little is left to do once the last job is
-#: done (the order of tests is no part of their meaning: each builds or reads what it needs).
+#: The fixtures that read the background jobs' results (test file, fixture; conftest.py's serve
+#: every file), in about the order the jobs finish: the tests that use one run after all the
+#: others, so that the jobs have the whole run to finish in, and only those, so that little is
+#: left to do once the last job is done (the order of tests is no part of their meaning: each
+#: builds or reads what it needs). The figures' measurements are the wheel's
+#: (``_background.figure_data``).
 READ_THE_BACKGROUND = (("test_figures.py", "runs"),
+                       *(("conftest.py", name) for name in ("tangent_kernels", "weight_changes",
+                                                            "drift_results", "trajectories",
+                                                            "slice_result", "order_result")),
+                       ("test_continual.py", "res"),
                        ("test_tutorials.py", "outputs"), ("test_bench.py", "bench_command"),
                        ("test_notebooks.py", "notebooks"))
 
@@ -56,7 +61,7 @@ def pytest_collection_modifyitems(session, config, items):
     """Every test that reads no background job first, then those that do, by READ_THE_BACKGROUND."""
     def late(item):
         uses = [i for i, (file, fixture) in enumerate(READ_THE_BACKGROUND, 1)
-                if item.path.name == file and fixture in getattr(item, "fixturenames", ())]
+                if file in (item.path.name, "conftest.py") and fixture in getattr(item, "fixturenames", ())]
         return max(uses, default=0)
     items.sort(key=late)                                    # stable: the rest keep their order
 
@@ -104,37 +109,37 @@ def question_table():
 def tangent_kernels():
     """{"seed": ..., "visible": ...}: ``question.tangent_kernel`` of each setup, as
     tangent_kernel.png draws them (the figure's own cached run)."""
-    return dict(zip(("seed", "visible"), figures.tangent_kernels()))
+    return dict(zip(("seed", "visible"), _background.figure_data("tangent_kernels")))
 
 
 @pytest.fixture(scope="session")
 def weight_changes():
     """``question.weight_changes("seed")``: what one step of each fix moves (network_fixes.png)."""
-    return figures.seed_weight_changes()
+    return _background.figure_data("seed_weight_changes")
 
 
 @pytest.fixture(scope="session")
 def drift_results():
     """The one-step runs of drift_vs_lr.png, visible setup first."""
-    return figures.drift_results()
+    return _background.figure_data("drift_results")
 
 
 @pytest.fixture(scope="session")
 def trajectories():
     """The 200 steps of trajectories.png and pareto.png (the figures' own cached run)."""
-    return figures.visible_trajectories()
+    return _background.figure_data("visible_trajectories")
 
 
 @pytest.fixture(scope="session")
 def slice_result():
     """The slice of input space of heldout_drift.png."""
-    return figures.heldout_slice()
+    return _background.figure_data("heldout_slice")
 
 
 @pytest.fixture(scope="session")
 def order_result():
     """Adam and projection in either order (optimizer_order.png, tutorial 06)."""
-    return figures.adam_orders()
+    return _background.figure_data("adam_orders")
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,8 @@ from mlp_ref import data, figures, fixes, plots, report, tutorial
 from mlp_ref.measurements import continual
 from mlp_ref.measurements.continual import find
 
+import _background
+
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,8 +85,8 @@ def test_smaller_memories_are_part_of_larger_ones():
 @pytest.fixture(scope="session")
 def res():
     """``continual.run()``: the run that continual_tradeoff.png and continual_steps.png draw
-    (``figures.continual_run``, computed once per process)."""
-    return figures.continual_run()
+    (``figures.continual_run``: the wheel's, ``_background.figure_data``)."""
+    return _background.figure_data("continual_run")
 
 
 def test_the_run_has_every_fix_and_memory_size(res):
