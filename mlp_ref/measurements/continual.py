@@ -183,8 +183,11 @@ def second_task(net, d, fix, m=None, steps=SECOND_STEPS, lr=LR, seed=SEED, tier=
                                           images (none of them is in the memory)
         memory_drift : float              max |change of outputs 0-4| on the memory (nan without)
         old_as_new : float                the fraction of old test images read as a new digit
-        seconds_per_step : float          wall time of a direction and its step (and restore)
-        peak_bytes : int                  tracemalloc's peak during one such step
+        seconds_per_step : float          mean wall time of a direction and its step (and
+                                          restore), over every step but the first (nan if
+                                          steps = 1)
+        peak_bytes : int                  tracemalloc's peak during the first step (traced,
+                                          so untimed: tracing slows allocation)
         converged : bool                  every restore reached its tolerance (True otherwise)
         lam, lam_max : float              the penalty's weight and lambda_max (nan otherwise)
         m : int
@@ -207,13 +210,13 @@ def second_task(net, d, fix, m=None, steps=SECOND_STEPS, lr=LR, seed=SEED, tier=
     seconds, peak, converged = 0.0, 0, True
     for step in range(steps):
         _, G = losses.mse(model(X), Y)
-        if step == 0:                       # memory once, untimed: tracing slows allocation
-            probe = model.copy()
-            peak = _peak_bytes(lambda: _step(fix, probe, trainable, X, G, mem, ref, lam, lr,
-                                               tier))
-        t0 = time.perf_counter()
-        converged &= _step(fix, model, trainable, X, G, mem, ref, lam, lr, tier)
-        seconds += time.perf_counter() - t0
+        if step == 0:                       # traced for its memory, so untimed: tracing slows allocation
+            peak, held = _peak_bytes(lambda: _step(fix, model, trainable, X, G, mem, ref, lam, lr, tier))
+        else:
+            t0 = time.perf_counter()
+            held = _step(fix, model, trainable, X, G, mem, ref, lam, lr, tier)
+            seconds += time.perf_counter() - t0
+        converged &= held
         old_acc.append(accuracy(model, d["T_old"], d["t_old"]))
         new_acc.append(accuracy(model, d["T_new"], d["t_new"]))
     after = model(d["T_old"])
@@ -223,20 +226,21 @@ def second_task(net, d, fix, m=None, steps=SECOND_STEPS, lr=LR, seed=SEED, tier=
             "drift_max": float(drift.max()), "drift_mean": float(drift.mean()),
             "memory_drift": memory_drift,
             "old_as_new": float(np.mean(np.argmax(after, axis=1) >= len(OLD))),
-            "seconds_per_step": seconds / max(steps, 1),
+            "seconds_per_step": seconds / (steps - 1) if steps > 1 else np.nan,
             "peak_bytes": peak, "converged": bool(converged), "lam": lam, "lam_max": lam_max}
 
 
 def _peak_bytes(work):
-    """The peak of tracemalloc's traced memory while ``work()`` runs, above where it started."""
+    """(the peak of tracemalloc's traced memory while ``work()`` runs, above where it started;
+    what ``work()`` returned)."""
     tracing = tracemalloc.is_tracing()
     if not tracing:
         tracemalloc.start()
     start = tracemalloc.get_traced_memory()[0]
     tracemalloc.reset_peak()
     try:
-        work()
-        return tracemalloc.get_traced_memory()[1] - start
+        result = work()
+        return tracemalloc.get_traced_memory()[1] - start, result
     finally:
         if not tracing:
             tracemalloc.stop()
@@ -341,8 +345,8 @@ def constraint_cost(memory_sizes=COST_SIZES, hidden=HIDDEN, repeats=3, seed=SEED
         out["constraints"].append(len(OLD) * int(m))
         for name, work in timed.items():
             out[name].append(_best_time(work, repeats))
-        out["peak_fast"].append(_peak_bytes(timed["fast"]))
-        out["peak_reference"].append(_peak_bytes(timed["reference"]))
+        out["peak_fast"].append(_peak_bytes(timed["fast"])[0])
+        out["peak_reference"].append(_peak_bytes(timed["reference"])[0])
         out["gram_bytes"].append(int(gram.nbytes))
         if log is not None:
             log(f"[{len(out['m'])}/{len(memory_sizes)}] m = {m}: reference {out['reference'][-1]:.3f} s, "
