@@ -198,6 +198,10 @@ class _Job:
         got = self.wait()[key]
         return got.get("result") or Run(None, "", got["error"])
 
+    def done(self):
+        """Every task of the job has ended."""
+        return all(done.is_set() for done in self._done.values())
+
     def wait(self, timeout=900):
         for key, done in self._done.items():
             if not done.wait(timeout):
@@ -472,11 +476,13 @@ def _start(name, test_files):
 
 
 def result(name):
-    """The result of a job (started now if it was not: a test run on its own). The test process
-    waits from here on, so the background gets its core too (``_Queue.widen``)."""
+    """The result of a job (started now if it was not: a test run on its own). If it is not
+    done, the test process waits for it, and from then on the background gets its core too
+    (``_Queue.widen``); a job done already widens nothing: the tests that read it go on."""
     if name not in _results:
         _start(name, _JOBS[name][1])
-        _QUEUE.widen()
+        if not _started[name].done():
+            _QUEUE.widen()
         _results[name] = _started[name].result()
     return _results[name]
 

@@ -26,7 +26,11 @@ NAMES = {"PyTorch": "torch", "TensorFlow 2": "tensorflow"}
 
 
 def load(framework):
-    module = require(framework, "frameworks")
+    gc.disable()                         # importing one builds some 350,000 objects that live as
+    try:                                 # long as the session: no full pass walks them meanwhile
+        module = require(framework, "frameworks")
+    finally:
+        gc.enable()
     if framework == "torch":
         module.set_num_threads(1)        # tiny matrices: a second thread only spins (100x slower)
     if framework == "tensorflow":        # the same for TensorFlow's two thread pools

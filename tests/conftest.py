@@ -5,8 +5,14 @@ so that a claim is checked on the very numbers that state it; those of the figur
 figures' own measurements, those the wheel's figures were drawn from when this session draws
 them (``_background.figure_data``).
 """
+import gc
 import os
 import sys
+
+# No collection of cycles while the tests are collected: the imports and the collected tests are
+# objects that live as long as the session, and each full pass of the collector would walk them
+# all (about 1 s of passes). They are frozen out of its passes once collected (below).
+gc.disable()
 
 # One BLAS thread in this process, as in the tutorials' processes (_background.tutorial_env): tests
 # compare digits at round-off level printed there with digits computed here, and the same seed
@@ -79,8 +85,13 @@ def pytest_sessionstart(session):
 
 
 def pytest_collection_finish(session):
-    """Start the tutorials and the wheel's figures in other processes, if collected tests read them."""
+    """Start the tutorials and the wheel's figures in other processes, if collected tests read them;
+    then the garbage collector runs again, without walking what the imports and the collection
+    made (``gc.freeze``: it lives as long as the session)."""
     _background.start({item.path.name for item in session.items})
+    gc.collect()
+    gc.freeze()
+    gc.enable()
 
 
 def pytest_sessionfinish(session, exitstatus):
