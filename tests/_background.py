@@ -370,6 +370,8 @@ class _Notebooks(_Job):
     #: seen in CI).
     EXTRA = ("jupytext", "nbclient", "ipykernel", "nbformat", "IPython")
     KERNELS = 2
+    #: The kernels keep no history: the suite writes nothing into the user's ~/.ipython.
+    KERNEL_ARGUMENTS = ["--HistoryManager.enabled=False"]
 
     def __init__(self, folder, files):
         super().__init__()
@@ -418,7 +420,7 @@ class _Notebooks(_Job):
             if name is None:
                 return
             km = AsyncKernelManager(kernel_name="python3")
-            await km.start_kernel(env=tutorial_env(), cwd=str(ROOT))
+            await km.start_kernel(env=tutorial_env(), cwd=str(ROOT), extra_arguments=self.KERNEL_ARGUMENTS)
             lower_priority(km.provisioner.pid)
             try:
                 first = True
