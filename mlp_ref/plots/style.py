@@ -17,6 +17,7 @@ import functools
 import re
 
 import matplotlib
+import matplotlib.axis
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -125,15 +126,27 @@ def cut_off_texts(fig):
     that do not lie wholly inside the figure, such as a title longer than its panel. Reads the
     positions of the last draw: call it after ``savefig``."""
     renderer = FigureCanvasAgg(fig).get_renderer()
-    ticks = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
-             for label in axis.get_ticklabels(which="both")}
     box, out = fig.bbox, []
-    for text in fig.findobj(Text):
-        if text.get_visible() and text.get_text() and id(text) not in ticks:
+    for text in _texts_but_ticks(fig):
+        if text.get_visible() and text.get_text():
             extent = text.get_window_extent(renderer)
             if min(extent.x0 - box.x0, extent.y0 - box.y0, box.x1 - extent.x1, box.y1 - extent.y1) < 0:
                 out.append(text.get_text())
     return out
+
+
+def _texts_but_ticks(artist):
+    """Every Text in ``artist``'s tree but the ticks' labels: of an axis, only its label and its
+    offset text (asking an axis for its ticks would locate and make them all again: most of
+    the time this check takes)."""
+    if isinstance(artist, matplotlib.axis.Axis):
+        yield artist.label
+        yield artist.offsetText
+        return
+    if isinstance(artist, Text):
+        yield artist
+    for child in artist.get_children():
+        yield from _texts_but_ticks(child)
 
 
 def new_figure(width=11.0, height=5.0, dpi=110):
