@@ -1,8 +1,9 @@
 """The slow work done in other processes, started as soon as the tests are collected (when the
 whole suite runs, as soon as the session starts: tests/conftest.py): every tutorial script,
 every tutorial as a notebook in a Jupyter kernel, the figures from an installed wheel (the
-second run of each, which tests/test_figures.py compares with an earlier one), and the bench
-command. They are tasks of one queue (``_Queue``), run one at a time on the second core while
+second run of each, which tests/test_figures.py compares with an earlier one, and the
+measurements they were drawn from, whose claims the tests check: ``figure_data``), and the
+bench command. They are tasks of one queue (``_Queue``), run one at a time on the second core while
 this process works through the other tests, and two at a time once it waits for them
 (``result``).
 
