@@ -119,7 +119,7 @@ def question_table():
 @pytest.fixture(scope="session")
 def tangent_kernels():
     """{"seed": ..., "visible": ...}: ``question.tangent_kernel`` of each setup, as
-    tangent_kernel.png draws them (the figure's own cached run)."""
+    tangent_kernel.png draws them (the figure's own run)."""
     return dict(zip(("seed", "visible"), _background.figure_data("tangent_kernels")))
 
 
@@ -137,7 +137,7 @@ def drift_results():
 
 @pytest.fixture(scope="session")
 def trajectories():
-    """The 200 steps of trajectories.png and pareto.png (the figures' own cached run)."""
+    """The 200 steps of trajectories.png and pareto.png (the figures' own run)."""
     return _background.figure_data("visible_trajectories")
 
 
