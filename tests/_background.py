@@ -3,8 +3,8 @@ whole suite runs, as soon as the session starts: tests/conftest.py): every tutor
 every tutorial as a notebook in a Jupyter kernel, the figures from an installed wheel (the
 second run of each, which tests/test_figures.py compares with an earlier one, and the
 measurements they were drawn from, whose claims the tests check: ``figure_data``), and the
-bench command. They are tasks of one queue (``_Queue``), run one at a time on the second core while
-this process works through the other tests, and two at a time once it waits for them
+bench command. They are tasks of one queue (``_Queue``), run one at a time on the second core
+while this process works through the other tests, and two at a time once it waits for them
 (``result``).
 
 Only what the collected tests need is started: ``pytest tests/test_fits.py`` starts nothing.
