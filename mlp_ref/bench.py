@@ -48,12 +48,12 @@ import os
 import platform
 import sys
 import time
-import tracemalloc
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
 from . import _files, fast, fixes, jacobian
+from ._memory import peak_bytes
 from .network import MLP
 
 SIZES = [784, 512, 512, 10]
@@ -156,21 +156,6 @@ def time_interleaved(calls, repeats):
     return {name: {"median_s": float(np.median(t)), "min_s": float(np.min(t)), "times_s": t,
                    "faults": int(np.median(faults[name]))}
             for name, t in times.items()}
-
-
-def peak_bytes(f):
-    """The peak of memory allocated while f() runs, above what was allocated before (tracemalloc)."""
-    was_tracing = tracemalloc.is_tracing()
-    if not was_tracing:
-        tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        f()
-        return int(tracemalloc.get_traced_memory()[1] - base)
-    finally:
-        if not was_tracing:
-            tracemalloc.stop()
 
 
 # -- the problem ---------------------------------------------------------------------------

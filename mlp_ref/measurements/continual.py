@@ -37,12 +37,12 @@ import os
 import platform
 import sys
 import time
-import tracemalloc
 
 import numpy as np
 
 from .. import _files, data, fast, fixes, losses, resources
 from .._argtypes import path, rows_list, whole
+from .._memory import peak_bytes
 from ..architectures import SplitHeads, TwoTower
 from ..jacobian import GramSolver, OutputJacobian
 from ..network import MLP
@@ -207,11 +207,14 @@ def second_task(net, d, fix, m=None, steps=SECOND_STEPS, lr=LR, seed=SEED, tier=
     before = net(d["T_old"])[:, list(OLD)]
     old_acc, new_acc = [accuracy(model, d["T_old"], d["t_old"])], [accuracy(model, d["T_new"],
                                                                             d["t_new"])]
-    seconds, peak, converged = 0.0, 0, True
+    seconds, peak, converged, held = 0.0, 0, True, True
     for step in range(steps):
         _, G = losses.mse(model(X), Y)
         if step == 0:                       # traced for its memory, so untimed: tracing slows allocation
-            peak, held = _peak_bytes(lambda: _step(fix, model, trainable, X, G, mem, ref, lam, lr, tier))
+            def first_step():
+                nonlocal held
+                held = _step(fix, model, trainable, X, G, mem, ref, lam, lr, tier)
+            peak = peak_bytes(first_step)
         else:
             t0 = time.perf_counter()
             held = _step(fix, model, trainable, X, G, mem, ref, lam, lr, tier)
@@ -228,22 +231,6 @@ def second_task(net, d, fix, m=None, steps=SECOND_STEPS, lr=LR, seed=SEED, tier=
             "old_as_new": float(np.mean(np.argmax(after, axis=1) >= len(OLD))),
             "seconds_per_step": seconds / (steps - 1) if steps > 1 else np.nan,
             "peak_bytes": peak, "converged": bool(converged), "lam": lam, "lam_max": lam_max}
-
-
-def _peak_bytes(work):
-    """(the peak of tracemalloc's traced memory while ``work()`` runs, above where it started;
-    what ``work()`` returned)."""
-    tracing = tracemalloc.is_tracing()
-    if not tracing:
-        tracemalloc.start()
-    start = tracemalloc.get_traced_memory()[0]
-    tracemalloc.reset_peak()
-    try:
-        result = work()
-        return tracemalloc.get_traced_memory()[1] - start, result
-    finally:
-        if not tracing:
-            tracemalloc.stop()
 
 
 def plan(memory_sizes=MEMORY_SIZES, restore_sizes=RESTORE_SIZES):
@@ -345,8 +332,8 @@ def constraint_cost(memory_sizes=COST_SIZES, hidden=HIDDEN, repeats=3, seed=SEED
         out["constraints"].append(len(OLD) * int(m))
         for name, work in timed.items():
             out[name].append(_best_time(work, repeats))
-        out["peak_fast"].append(_peak_bytes(timed["fast"])[0])
-        out["peak_reference"].append(_peak_bytes(timed["reference"])[0])
+        out["peak_fast"].append(peak_bytes(timed["fast"]))
+        out["peak_reference"].append(peak_bytes(timed["reference"]))
         out["gram_bytes"].append(int(gram.nbytes))
         if log is not None:
             log(f"[{len(out['m'])}/{len(memory_sizes)}] m = {m}: reference {out['reference'][-1]:.3f} s, "
