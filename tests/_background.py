@@ -201,7 +201,7 @@ class _Job:
 
     def done(self):
         """Every task of the job has ended."""
-        return all(done.is_set() for done in self._done.values())
+        return all(event.is_set() for event in self._done.values())
 
     def wait(self, timeout=900):
         for key, done in self._done.items():
@@ -238,8 +238,8 @@ def wheel_figures(tmp):
     """Build the wheel from a copy of the sources, install it into a fresh virtual environment
     that sees numpy and matplotlib but not this checkout, and run ``python -m mlp_ref figures``
     there from an empty folder (``_wheel_figures.py``): every figure, so that it is also a
-    second run of each. Returns (folder of PNGs, stdout, the mlp_ref it imported, its console
-    script, name -> each of ``FIGURE_DATA`` as the command computed it).
+    second run of each. Returns ((folder of PNGs, stdout, the mlp_ref it imported, its console
+    script), name -> each of ``FIGURE_DATA`` as the command computed it).
 
     One pip command builds the wheel (setuptools' PEP 517 hook, without build isolation: no
     download) and installs it, as ``pip wheel`` and then ``pip install`` of the wheel would,
@@ -278,7 +278,7 @@ def wheel_figures(tmp):
               str(data), *FIGURE_DATA, cwd=cwd)
     with open(data, "rb") as fh:
         got = pickle.load(fh)
-    return out, res.stdout, got["where"], str(got["script"]), got["measurements"]
+    return (out, res.stdout, got["where"], str(got["script"])), got["measurements"]
 
 
 class _Wheel(_Job):
@@ -294,7 +294,8 @@ class _Wheel(_Job):
         got = self.wait()["wheel"]
         if "error" in got:
             return got
-        return {"result": got["result"][:4], "measurements": got["result"][4]}
+        run, measurements = got["result"]
+        return {"result": run, "measurements": measurements}
 
 
 #: The measurements of ``mlp_ref.figures`` that tests read (``figure_data``), each a function of
