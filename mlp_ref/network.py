@@ -336,9 +336,9 @@ class MLP(Model):
         X = check_inputs(self, X)
         record = Forward(X=X.copy())
         a = record.a[0] = record.X
-        for l in range(1, self.depth + 1):
+        for l, act in enumerate(self._acts, start=1):
             z = record.z[l] = a @ self.params[f"W{l}"] + self.params[f"b{l}"]
-            a = record.a[l] = self.act(l).f(z)
+            a = record.a[l] = act.f(z)
         if not np.isfinite(record.output).all():
             raise ValueError(self._why_not_finite(record))
         return record
@@ -381,7 +381,7 @@ class MLP(Model):
                                     width_name=f"columns (the width of layer {layer - 1})")
         with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named below
             for l in range(layer, self.depth + 1):
-                a = self.act(l).f(a @ self.params[f"W{l}"] + self.params[f"b{l}"])
+                a = self._acts[l - 1].f(a @ self.params[f"W{l}"] + self.params[f"b{l}"])
         if not np.isfinite(a).all():
             raise ValueError(self._why_from_not_finite(layer, a_prev))
         return a
@@ -429,21 +429,25 @@ class MLP(Model):
         stages = {"dout": G.copy()}                     # dL/da_L, a copy of the caller's G
         da = stages["dout"]
         for l in range(self.depth, 0, -1):
-            dz = stages[f"dz{l}"] = da * self.act(l).df(record.z[l], record.a[l])
+            dz = stages[f"dz{l}"] = da * self._acts[l - 1].df(record.z[l], record.a[l])
             stages[f"dW{l}"] = record.a[l - 1].T @ dz
             stages[f"db{l}"] = dz.sum(axis=0)
             da = stages[f"da{l - 1}"] = dz @ self.params[f"W{l}"].T
         grads = {key: stages[f"d{key}"] for key in self.params}      # W1, b1, W2, b2, ...
-        self._check_backward(stages, G, record)
+        self._check_backward(stages, grads, G, record)
         return Backward(stages=stages, grads=grads)
 
-    def _check_backward(self, stages, G, record):
+    def _check_backward(self, stages, grads, G, record):
         """Refuse a backward pass that overflowed: name the record when it holds NaN/inf (edited
         by hand: forward's records are finite), G when its values are the large factor (every
-        stage is linear in G), else the parameters."""
-        broken = next((k for k, v in stages.items() if not np.isfinite(v).all()), None)
-        if broken is None:
+        stage is linear in G), else the parameters.
+
+        A NaN or inf in any stage reaches a gradient or da0: one in dz_l makes its column sum
+        db_l NaN or inf, and one in da_l (l >= 1) makes dz_l = da_l * f'(z_l) NaN or inf, as
+        inf * 0 is NaN. So when the gradients and da0 are finite, every stage is."""
+        if all(np.isfinite(v).all() for v in (*grads.values(), stages["da0"])):
             return
+        broken = next(k for k, v in stages.items() if not np.isfinite(v).all())
         torn = next((k for k, v in record.stages.items() if not np.isfinite(v).all()), None)
         if torn is not None:
             raise ValueError(f"record: stage {torn} holds NaN/inf "

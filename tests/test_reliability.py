@@ -87,6 +87,19 @@ def test_saturated_hidden_units_still_give_a_finite_output():
     assert np.isfinite(out).all()
 
 
+def test_an_overflow_behind_a_saturated_unit_is_still_refused_and_named():
+    # backward reads only the gradients and da0 when all is well: an inf in da1 must still
+    # reach them where tanh'(z1) is exactly 0 (a1 = 1.0), through inf * 0 = NaN in dz1 and db1
+    net = mr.MLP([1, 1, 1], hidden="tanh", output="identity")
+    net.params.update(W1=np.array([[1.0]]), b1=np.zeros(1), W2=np.array([[1e308]]), b2=np.zeros(1))
+    record = net.forward([[1000.0]])
+    assert record.a[1][0, 0] == 1.0 and np.isfinite(record.output).all()
+    with np.errstate(over="ignore", invalid="ignore"), \
+            pytest.raises(ValueError, match=r"^G: expected values .* which makes stage da1 overflow"):
+        net.backward(record, [[10.0]])
+    assert net.backward(record, [[1.0]]).grads["W2"][0, 0] == 1.0      # 1e308 itself is fine
+
+
 # -- properties over many random architectures -------------------------------------------
 def random_net(seed):
     rng = np.random.default_rng(seed)
