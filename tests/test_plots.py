@@ -100,6 +100,25 @@ def test_powers_of_ten_are_written_in_unicode_not_mathtext(drift_results, effect
         assert any("10⁻" in t for t in texts)
 
 
+def test_a_long_log_axis_ticks_its_decades_only_and_a_short_one_keeps_its_labelled_minor_ticks(
+        drift_results):
+    @plots.style.styled
+    def two_axes():
+        fig = Figure()
+        long, short = fig.subplots(1, 2)
+        long.loglog([1e-6, 1e-3], [1.0, 2.0])             # x: 3 decades
+        short.semilogy([0.0, 1.0], [2e-3, 8e-3])           # y: less than one
+        return fig
+    long, short = two_axes().axes
+    assert len(long.xaxis.get_minorticklocs()) == 0 and len(long.xaxis.get_majorticklocs()) >= 4
+    assert len(long.yaxis.get_minorticklocs()) > 0       # 1 to 2: short, left as it was
+    minor = short.yaxis.get_minorticklocs()
+    shown = [short.yaxis.get_minor_formatter()(x) for x in minor]
+    assert len(minor) >= 5 and "4×10⁻³" in shown
+    drawn = plots.drift_vs_lr(drift_results)
+    assert all(len(ax.xaxis.get_minorticklocs()) == 0 for ax in drawn.axes[:2])
+
+
 def test_the_seed_problems_title_says_how_much_less_out1_moves(effect):
     """The ratio of the data drawn: a power of ten when it is large (the seed setup's), the
     number itself when it is not (the visible setup's, about 5, is not "~10¹× less")."""
