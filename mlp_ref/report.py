@@ -127,8 +127,8 @@ def format_continual(result):
               "right after the last step;",
               f"max|d out0-4|, mean: the largest and the mean |change of outputs 0-4| on the "
               f"{result['n_test']['old']} old test images; on memory: the largest on the memory's own images;",
-              "ms/step, peak MiB (tracemalloc's peak above its start, in the first step): each fix as "
-              "it runs here, projection and restoring",
+              "ms/step (the mean over every step but the first), peak MiB (tracemalloc's peak above "
+              "its start, in the first step): each fix as it runs here, projection and restoring",
               "in the fast tier, the others in the reference (whose gradient keeps every stage): "
               "they compare these implementations, not the rules."]
     return "\n".join(lines)

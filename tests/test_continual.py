@@ -355,6 +355,7 @@ def test_the_continual_tables_legend_says_what_every_column_holds(res):
     for column in ("old acc", "new acc", "max|d out0-4|", "mean", "on memory", "ms/step", "peak MiB"):
         assert column in header and column in said, column
     assert f"on the {res['n_test']['old']} old test images" in said and "fast tier" in said
+    assert "ms/step (the mean over every step but the first)" in said     # the first is traced
 
 
 def test_continual_plots_draw_into_given_axes_and_title_their_data(res, cost):
