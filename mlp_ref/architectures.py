@@ -33,6 +33,8 @@ columns put side by side; a TwoTower model is one MLP per group.
 """
 from __future__ import annotations
 
+import difflib
+import inspect
 import numbers
 import reprlib
 from functools import partial
@@ -105,9 +107,25 @@ def _structure(net, sizes):
     return template
 
 
+#: The keywords an MLP takes besides its sizes, which SplitHeads and TwoTower pass on to it.
+MLP_KEYWORDS = tuple(inspect.signature(MLP).parameters)[1:]
+
+
 class _Composed(Model):
     """What SplitHeads and TwoTower share beyond ``network.Model``: being built from an MLP
     (``_build``, which each defines) and the activation names they were built with."""
+
+    @classmethod
+    def _mlp(cls, sizes, own, keywords):
+        """``MLP(sizes, **keywords)``; a keyword no MLP takes is refused in this class's name,
+        with the keywords it does take (``own``: the class's own, besides an MLP's)."""
+        unknown = [k for k in keywords if k not in MLP_KEYWORDS]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], (own, *MLP_KEYWORDS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TypeError(f"{cls.__name__}: unexpected keyword argument {unknown[0]!r}{hint}; "
+                            f"expected {own!r} or an MLP's: {', '.join(MLP_KEYWORDS)}")
+        return MLP(sizes, **keywords)
 
     @classmethod
     def _from(cls, net, groups):
@@ -161,7 +179,7 @@ class SplitHeads(_Composed):
     """
 
     def __init__(self, sizes, heads=([0], [1]), **mlp):
-        self._build(MLP(sizes, **mlp), heads)
+        self._build(self._mlp(sizes, "heads", mlp), heads)
 
     @classmethod
     def from_mlp(cls, net, heads=([0], [1])):
@@ -323,7 +341,7 @@ class TwoTower(_Composed):
     """
 
     def __init__(self, sizes, groups=([0], [1]), **mlp):
-        self._build(MLP(sizes, **mlp), groups)
+        self._build(self._mlp(sizes, "groups", mlp), groups)
 
     @classmethod
     def from_mlp(cls, net, groups=([0], [1])):

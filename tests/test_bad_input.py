@@ -309,6 +309,12 @@ BAD_INPUTS = [
      r"hidden: expected one activation name per hidden layer .{,120}\.\.\.\]$"),
     ("heads huge", lambda: mr.SplitHeads([3, 4, 100_000], heads=[[0]]), ValueError,
      r"heads: output\(s\) \[1, 2, 3, 4, 5, 6, \.\.\.\] are in no group"),
+    # a mistyped keyword is refused in the model's own name, not MLP.__init__'s
+    ("SplitHeads hiden=", lambda: mr.SplitHeads([3, 4, 2], hiden="tanh"), TypeError,
+     r"^SplitHeads: unexpected keyword argument 'hiden' \(did you mean 'hidden'\?\); expected "
+     r"'heads' or an MLP's: hidden, output, init_std, seed, dtype$"),
+    ("TwoTower group=", lambda: mr.TwoTower([3, 4, 2], group=[[0], [1]]), TypeError,
+     r"^TwoTower: unexpected keyword argument 'group' \(did you mean 'groups'\?\)"),
     # save / load
     ("save-path", lambda: net342().save(3), TypeError, r"path: expected a file path"),
     ("load-path", lambda: mr.MLP.load(None), TypeError, r"path: expected a file path"),
