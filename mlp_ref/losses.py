@@ -22,15 +22,17 @@ def _pair(out, y):
 
 def _check_finite_loss(out, y, r):
     """Refuse out, y whose residual or its square overflows (the loss would be inf or NaN).
-    The error names whichever of the two holds the larger values."""
+    The error names whichever of the two holds the larger values (both, when they tie)."""
     with np.errstate(over="ignore", invalid="ignore"):
         bad = not np.isfinite(np.sum(r * r))
     if bad:
         big_out, big_y = float(np.abs(out).max()), float(np.abs(y).max())
-        name, big = ("y", big_y) if big_y >= big_out else ("out", big_out)
+        name = "out and y" if big_y == big_out else "y" if big_y > big_out else "out"
+        size = " and ".join(f"|{n}|" for n in name.split(" and "))
         top = np.sqrt(np.finfo(out.dtype).max / r.size) / 2
         raise ValueError(f"{name}: expected values for which the squared error stays finite in "
-                         f"{out.dtype} (|{name}| below about {top:.3g} here), got |{name}| up to {big:.3g}")
+                         f"{out.dtype} ({size} below about {top:.3g} here), got {size} up to "
+                         f"{max(big_out, big_y):.3g}")
 
 
 def mse(out, y):

@@ -419,6 +419,11 @@ STATEFUL_BAD_INPUTS = [
     ("G huge masked", lambda net, opt: fixes.masked(net, X, BIG_G, [0, 1]), ValueError, r"G: "),
     ("mse y huge", lambda net, opt: losses.mse(np.ones((2, 2)), np.full((2, 2), 1.7e308)), ValueError,
      r"y: expected values for which the squared error stays finite"),
+    ("mse out huge", lambda net, opt: losses.mse(np.full((2, 2), 1e200), np.zeros((2, 2))), ValueError,
+     r"^out: expected values .* finite in float64 \(\|out\| below about 6\.7e\+153 here\), got \|out\| up to 1e\+200$"),
+    ("mse a tie blames both", lambda net, opt: losses.mse(np.full((2, 2), 1e200), np.full((2, 2), -1e200)),
+     ValueError, r"^out and y: expected values .* \(\|out\| and \|y\| below about .*\), got \|out\| and "
+     r"\|y\| up to 1e\+200$"),
     ("adam D 1e200", lambda net, opt: opt.update(direction(net, W1=np.full((3, 4), 1e200))), ValueError,
      r"D: expected values small enough for Adam's arithmetic .* v\['W1'\] overflow"),
     ("adam apply D 1e200", lambda net, opt: opt.apply(net, direction(net, W2=np.full((4, 2), 1e200))),
