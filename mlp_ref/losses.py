@@ -27,12 +27,12 @@ def _check_finite_loss(out, y, r):
         bad = not np.isfinite(np.sum(r * r))
     if bad:
         big_out, big_y = float(np.abs(out).max()), float(np.abs(y).max())
-        name = "out and y" if big_y == big_out else "y" if big_y > big_out else "out"
-        size = " and ".join(f"|{n}|" for n in name.split(" and "))
+        blamed = ["out", "y"] if big_y == big_out else ["y"] if big_y > big_out else ["out"]
+        size = " and ".join(f"|{n}|" for n in blamed)
         top = np.sqrt(np.finfo(out.dtype).max / r.size) / 2
-        raise ValueError(f"{name}: expected values for which the squared error stays finite in "
-                         f"{out.dtype} ({size} below about {top:.3g} here), got {size} up to "
-                         f"{max(big_out, big_y):.3g}")
+        raise ValueError(f"{' and '.join(blamed)}: expected values for which the squared error "
+                         f"stays finite in {out.dtype} ({size} below about {top:.3g} here), got "
+                         f"{size} up to {max(big_out, big_y):.3g}")
 
 
 def mse(out, y):
