@@ -6,6 +6,7 @@ Importing torch or tensorflow (or any of their submodules) raises ModuleNotFound
 as on a machine with only numpy and matplotlib; everything else imports as usual. The tests
 run tutorial 07 this way to check that it still runs, and says what it did not run.
 """
+import os
 import runpy
 import sys
 from importlib.abc import MetaPathFinder
@@ -23,4 +24,5 @@ class HideFrameworks(MetaPathFinder):
 if __name__ == "__main__":
     sys.meta_path.insert(0, HideFrameworks())
     sys.argv = sys.argv[1:]
+    sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))    # as `python SCRIPT` sets it
     runpy.run_path(sys.argv[0], run_name="__main__")

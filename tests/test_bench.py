@@ -10,8 +10,10 @@ from mlp_ref import bench, cli, fast, fixes, jacobian
 from mlp_ref.measurements.projection_cost import load as load_projection_cost
 from mlp_ref.measurements.projection_cost import projection_cost_data
 
-import _background
-from _background import TINY_BENCH
+import sys
+
+import _runs
+from _runs import TINY_BENCH
 
 GLIBC = platform.libc_ver()[0] == "glibc"
 TINY = TINY_BENCH[:TINY_BENCH.index("--dtype")]
@@ -25,12 +27,17 @@ def tiny_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def bench_command():
-    """(Run, JSON path) of ``python -m mlp_ref bench``, run in the background from the
-    collection on (tests/_background.py)."""
-    return _background.result("bench")
+def bench_command(tmp_path_factory):
+    """(Run, JSON path) of ``python -m mlp_ref bench`` on tiny sizes, in a process of its own
+    with one BLAS thread (what the bench reports it found)."""
+    folder = tmp_path_factory.mktemp("bench-command")
+    path = folder / "bench.json"
+    env = dict(_runs.tutorial_env(), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return _runs.run([sys.executable, "-m", "mlp_ref", *TINY_BENCH, "--json", str(path)], env=env,
+               cwd=folder), path
 
 
+@pytest.mark.slow
 def test_bench_command_prints_the_machine_and_the_table(bench_command):
     run, path = bench_command
     assert run.returncode == 0, run.stderr[-3000:]

@@ -12,8 +12,6 @@ from mlp_ref import data, figures, fixes, plots, report, tutorial
 from mlp_ref.measurements import continual
 from mlp_ref.measurements.continual import find
 
-import _background
-
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,8 +83,9 @@ def test_smaller_memories_are_part_of_larger_ones():
 @pytest.fixture(scope="session")
 def res():
     """``continual.run()``: the run that continual_tradeoff.png and continual_steps.png draw
-    (``figures.continual_run``: the wheel's, ``_background.figure_data``)."""
-    return _background.figure_data("continual_run")
+    (``figures.continual_run``, the figures' own measurement)."""
+    from mlp_ref import figures
+    return figures.continual_run()
 
 
 def test_the_run_has_every_fix_and_memory_size(res):

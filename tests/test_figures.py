@@ -1,8 +1,7 @@
 """The figures command: every figure written, slide-sized and small, byte-identical from run to
 run: ``python -m mlp_ref figures`` from an installed wheel, in a fresh virtual environment, run
-from an empty folder (the figure data ships inside the package), in another process started
-when the tests were collected (tests/_background.py), compared byte for byte with an earlier
-run of each figure in another process.
+from an empty folder (the figure data ships inside the package), compared byte for byte with
+an earlier run of each figure in another process. Slow: every test here is marked.
 
 That earlier run is the copy committed in figures/, the output of ``python -m mlp_ref figures``
 in a checkout, where it has the wheel's very bytes. A figure whose committed copy differs (drawn
@@ -17,9 +16,10 @@ import pytest
 
 from mlp_ref import cli, figures
 
-import _background
-from _background import ROOT
+from _runs import ROOT, wheel_figures
 from _drawn import png_size, png_software
+
+pytestmark = pytest.mark.slow
 
 
 def draw_here(folder, names):
@@ -43,16 +43,15 @@ def runs(tmp_path_factory):
     committed = {name: ROOT / "figures" / name for name in figures.FIGURES}
     here = tmp_path_factory.mktemp("figures")
     if not all(path.exists() and png_software(path) == software for path in committed.values()):
-        draw_here(here, figures.FIGURES)          # before waiting for the wheel's run
-    wheel = _background.result("wheel")
-    assert "error" not in wheel, wheel.get("error")
-    out = wheel["result"][0]
+        draw_here(here, figures.FIGURES)
+    wheel = wheel_figures(tmp_path_factory.mktemp("wheel"))
+    out = wheel[0]
     again = [name for name in figures.FIGURES
              if not (here / name).exists() and not same_bytes(committed[name], out / name)]
     if again:
         draw_here(here, again)
-    return wheel["result"], {name: here / name if (here / name).exists() else committed[name]
-                             for name in figures.FIGURES}
+    return wheel, {name: here / name if (here / name).exists() else committed[name]
+                   for name in figures.FIGURES}
 
 
 def test_every_figure_is_written(runs):

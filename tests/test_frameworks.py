@@ -20,6 +20,10 @@ LR = setups.LR                   # the question's step sizes: 0.1 (seed), 0.01 (
 MASK = np.array([0.0, 1.0])           # the answer's mask: hide out1 from the loss
 
 
+#: every test here runs PyTorch or TensorFlow: the slow run's (.ci/run)
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module", params=["torch", "tensorflow"])
 def fx(request):
     return load(request.param)

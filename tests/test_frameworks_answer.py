@@ -20,6 +20,10 @@ from mlp_ref.setups import seed_setup
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "answer_tf1.py"
 
 
+#: every test here runs PyTorch or TensorFlow: the slow run's (.ci/run)
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def both():
     require("tensorflow", "frameworks")

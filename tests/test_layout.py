@@ -151,22 +151,3 @@ def test_imports_are_at_the_top_but_matplotlibs(module):
                if names == ["matplotlib"] or names == ["plots"]]     # mlp_ref.plots loads matplotlib
     assert late == allowed, late
 
-
-def test_every_fixture_that_waits_for_the_background_runs_late():
-    """conftest.READ_THE_BACKGROUND orders the tests that wait for a background job after all
-    the others; a fixture that calls ``_background.result`` (or ``figure_data``, which waits for
-    the wheel) and is missing from it makes its tests wait early, with a core idle (it happened:
-    about 10 s of a run)."""
-    import conftest
-    tests = Path(__file__).resolve().parent
-    waiting = set()
-    for path in [*tests.glob("test_*.py"), tests / "conftest.py"]:
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.FunctionDef) and any(
-                    "fixture" in ast.unparse(d) for d in node.decorator_list) and any(
-                    isinstance(c, ast.Call) and ast.unparse(c.func) in ("_background.result",
-                                                                        "_background.figure_data")
-                    for c in ast.walk(node)):
-                waiting.add((path.name, node.name))
-    assert waiting and waiting <= set(conftest.READ_THE_BACKGROUND), waiting - set(conftest.READ_THE_BACKGROUND)
-    assert ("conftest.py", "trajectories") in waiting and ("test_continual.py", "res") in waiting

@@ -2,8 +2,7 @@
 its narration is markdown, its figures are PNG outputs, and no cell fails.
 
 Needs the [notebooks] extra (jupytext, nbclient, ipykernel): skipped with a reason without it,
-a failure in CI. Two kernels run them, started in the background as soon as the tests are
-collected (tests/_background.py).
+a failure in CI. Slow: each notebook runs in a fresh kernel of its own (tests/_runs.py).
 
 Tutorial 07 runs here with PyTorch and TensorFlow hidden (tests/_hide_frameworks.py, installed
 by a first cell that is removed again after the run), as on a teacher's machine with only
@@ -18,22 +17,27 @@ import pytest
 
 from mlp_ref import tutorial
 
-import _background
-from _background import FRAMEWORKS_TUTORIAL, NOTEBOOKS, ROOT
 from _extras import require
+from _runs import FRAMEWORKS_TUTORIAL, NOTEBOOKS, ROOT, execute_notebook
 
 PNG = b"\x89PNG\r\n\x1a\n"
+
+pytestmark = pytest.mark.slow
+
+
+class Executed(dict):
+    """name -> the tutorial executed as a notebook, each once, when a test first reads it."""
+
+    def __missing__(self, name):
+        self[name] = execute_notebook(ROOT / "tutorials" / name)
+        return self[name]
 
 
 @pytest.fixture(scope="module")
 def notebooks():
-    """name -> the executed notebook (``_background._Notebooks``: started when the tests were
-    collected, so that the kernels run while this process works through other tests)."""
-    outcome = _background.result("notebooks")
-    if "missing" in outcome:
-        require(outcome["missing"], "notebooks")
-    assert "error" not in outcome, outcome.get("error")
-    return outcome["notebooks"]
+    for module in ("jupytext", "nbclient", "ipykernel", "nbformat"):
+        require(module, "notebooks")
+    return Executed()
 
 
 def test_every_tutorial_is_a_notebook():

@@ -21,9 +21,8 @@ from mlp_ref import jacobian, report, tutorial
 from mlp_ref.measurements import drift, fits, question
 from mlp_ref.setups import G_QUESTION, LR, seed_setup
 
-import _background
 from _frameworks import NAMES, printed_sources
-from _background import ROOT, TUTORIALS, tutorial_env
+from _runs import ROOT, TUTORIALS, run_tutorial, tutorial_env
 
 FRAMEWORKS = {"torch", "tensorflow", "jax", "keras", "functorch"}
 
@@ -33,11 +32,18 @@ def run_script(path, *args):
                           capture_output=True, text=True, env=tutorial_env(), timeout=60, cwd=ROOT)
 
 
+class Outputs(dict):
+    """name -> Run(returncode, stdout, stderr) of the tutorial run headless as a script, each
+    run once, when a test first reads it."""
+
+    def __missing__(self, name):
+        self[name] = run_tutorial(ROOT / "tutorials" / name)
+        return self[name]
+
+
 @pytest.fixture(scope="module")
 def outputs():
-    """Each tutorial run once, headless, all at the same time (started when the tests were
-    collected, see _background.py): name -> Run(returncode, stdout, stderr)."""
-    return _background.result("tutorials")
+    return Outputs()
 
 
 def test_there_are_tutorials():
@@ -48,6 +54,7 @@ def test_there_are_tutorials():
 
 
 @pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_tutorial_runs_headless(path, outputs):
     res = outputs[path.name]
     assert res.returncode == 0, res.stderr[-2000:]
@@ -67,6 +74,7 @@ def test_tutorial_is_cells_that_import_the_package(path):
     assert not imported & FRAMEWORKS, f"{path.name} imports a framework: {imported & FRAMEWORKS}"
 
 
+@pytest.mark.slow
 def test_step_flag_does_not_block_without_a_terminal():
     res = run_script(TUTORIALS[0], "--step")        # stdin is /dev/null: no pause, no hang
     assert res.returncode == 0, res.stderr[-2000:]
@@ -175,6 +183,7 @@ def test_ctrl_c_while_a_cell_runs_stops_with_one_line(tmp_path):
     assert out.endswith("line 1\n\nstopped in '1. First' (Ctrl-C)\n") and "Traceback" not in out
 
 
+@pytest.mark.slow
 def test_markdown_math_is_plain_text_in_every_tutorial(outputs):
     for path in TUTORIALS:
         out = outputs[path.name].stdout
@@ -241,6 +250,7 @@ def test_tutorial_helpers_do_not_import_matplotlib():
 
 
 # -- the numbers each tutorial prints, recomputed ----------------------------------------------
+@pytest.mark.slow
 def test_01_prints_the_stages_facts_and_the_gradient_check(outputs):
     net, X, _ = seed_setup()
     back = net.backward(net.forward(X), G_QUESTION)
@@ -255,6 +265,7 @@ def test_01_prints_the_stages_facts_and_the_gradient_check(outputs):
     assert last == [f"max rel_error {report_.max_rel_error:.2e} (tol 1e-07): PASS"]
 
 
+@pytest.mark.slow
 def test_01_prints_every_weight_and_a_stage_to_check_by_hand(outputs):
     net, X, _ = seed_setup()
     printed = io.StringIO()
@@ -271,6 +282,7 @@ def test_01_prints_every_weight_and_a_stage_to_check_by_hand(outputs):
     assert printed.getvalue() in stages.getvalue()          # and `python -m mlp_ref stages`
 
 
+@pytest.mark.slow
 def test_02_prints_each_layers_share_and_the_dense_jacobian(outputs, setups):
     out = outputs["02_the_question.py"].stdout
     for net, X, _ in setups.values():
@@ -290,6 +302,7 @@ def test_02_prints_each_layers_share_and_the_dense_jacobian(outputs, setups):
     assert np.all(W1 != 0.0) and 0 < np.sum(np.abs(W1) < 5e-4) < W1.size / 4
 
 
+@pytest.mark.slow
 def test_02_prints_the_first_order_errors_of_first_order_drift(outputs):
     out = outputs["02_the_question.py"].stdout
     for name in ("seed", "visible"):
@@ -298,12 +311,14 @@ def test_02_prints_the_first_order_errors_of_first_order_drift(outputs):
             assert f"  {lr:6.0e} {np.max(np.abs(actual)):14.3e} {err:16.2e}" in out
 
 
+@pytest.mark.slow
 def test_03_prints_whether_the_mask_changes_the_step(outputs):
     out = outputs["03_masking.py"].stdout
     assert out.count("masked == naive on every parameter: True") == 2
     assert out.count("masked == naive on every parameter: False") == 1
 
 
+@pytest.mark.slow
 def test_04_prints_the_held_outputs_and_the_capacity_table(outputs, capacity):
     out = outputs["04_layer_splitting.py"].stdout
     lines = [line for line in out.splitlines() if "out1 identical on batch and unseen inputs" in line]
@@ -312,6 +327,7 @@ def test_04_prints_the_held_outputs_and_the_capacity_table(outputs, capacity):
     assert "the same curve as splitting.out2_capacity's, bit for bit: True" in out
 
 
+@pytest.mark.slow
 def test_05_prints_the_fitted_slopes_and_the_rank_of_J1(outputs, setups):
     out = outputs["05_projection.py"].stdout
     lrs = np.logspace(-5, -3, 5)
@@ -324,6 +340,7 @@ def test_05_prints_the_fitted_slopes_and_the_rank_of_J1(outputs, setups):
     assert f"rank of J1 {rank}, condition number" in out
 
 
+@pytest.mark.slow
 def test_06_prints_the_table_the_penalty_limit_and_the_measured_guarantees(outputs, question_table,
                                                                            guarantees, setups):
     from mlp_ref import fixes
@@ -335,6 +352,7 @@ def test_06_prints_the_table_the_penalty_limit_and_the_measured_guarantees(outpu
     assert report.format_guarantees(guarantees) in out
 
 
+@pytest.mark.slow
 def test_07_without_frameworks_prints_mlp_refs_drift_and_its_slopes(outputs):
     out = outputs["07_from_numpy_to_frameworks.py"].stdout
     lrs = np.logspace(-5, -2, 7)
@@ -348,6 +366,7 @@ def test_07_without_frameworks_prints_mlp_refs_drift_and_its_slopes(outputs):
     assert "[figure: mlp_ref.plots.frameworks_drift_vs_lr, drawn inline" in out
 
 
+@pytest.mark.slow
 def test_07_without_frameworks_runs_prints_every_function_and_says_what_it_did_not_run(
         outputs):
     res = outputs["07_from_numpy_to_frameworks.py"]
