@@ -7,11 +7,24 @@ error from deep inside the code.
 """
 from __future__ import annotations
 
+import functools
 import numbers
 import os
 import reprlib
 
 import numpy as np
+
+
+def overflow_is_reported(function):
+    """``function`` run with NumPy's overflow and invalid-value warnings off: it checks its own
+    results for inf and NaN and raises a ValueError naming what is to blame, and that error is
+    the whole report. (Whether a matmul that overflows also warns depends on the CPU kernel
+    that runs it: some do, some do not; the error is raised on every machine.)"""
+    @functools.wraps(function)
+    def checked(*args, **kwargs):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return function(*args, **kwargs)
+    return checked
 
 
 def describe(x):
@@ -202,6 +215,15 @@ def machine_memory():
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, OSError, ValueError):
         return None
+
+
+def fits_in_memory(name, nbytes, what):
+    """Refuse (ValueError naming ``name``) ``what`` needing ``nbytes`` bytes when that is more
+    than this machine's physical memory: a MemoryError from deep inside NumPy names nothing."""
+    memory = machine_memory()
+    if memory is not None and nbytes > memory:
+        raise ValueError(f"{name}: {what} needs {gib(nbytes)}, more than this machine's memory "
+                         f"({gib(memory)}); pass fewer rows at a time")
 
 
 def gib(n):

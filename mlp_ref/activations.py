@@ -46,8 +46,11 @@ def sigmoid_grad(z, a):
 
 
 def tanh(z):
-    """tanh(z); NumPy's tanh saturates to +-1 without overflow."""
-    return np.tanh(z)
+    """tanh(z); NumPy's tanh saturates to +-1 without overflow. A subnormal z gives a
+    subnormal tanh(z) = z, and some of NumPy's kernels flag that as an underflow (its scalar
+    one does, its vector ones do not): silenced, as everywhere here."""
+    with np.errstate(under="ignore"):
+        return np.tanh(z)
 
 
 def tanh_grad(z, a):

@@ -153,6 +153,11 @@ class Model:
         new.params = {k: v.copy() for k, v in self.params.items()}
         return new
 
+    def __copy__(self):
+        """``copy.copy(net)`` is ``net.copy()``: a model whose copy shared its parameter arrays
+        would be stepped along with the original, the very coupling this project is about."""
+        return self.copy()
+
     def step(self, D, lr):
         """In place: theta <- theta - lr * D for every parameter.
 
@@ -180,8 +185,13 @@ class Model:
 
 
 def check_inputs(net, X, name="X"):
-    """X (or keep_X, ...) as a finite (n, d) array of the network's dtype, d = sizes[0]."""
-    return _checks.matrix(name, X, net.dtype, width=net.sizes[0], width_name="input columns")
+    """X (or keep_X, ...) as a finite (n, d) array of the network's dtype, d = sizes[0], whose
+    forward record (every z_l and a_l: n x 2 (n_1 + ... + n_L) numbers) fits in this machine's
+    memory: a batch too large is refused before NumPy tries, naming its rows."""
+    X = _checks.matrix(name, X, net.dtype, width=net.sizes[0], width_name="input columns")
+    _checks.fits_in_memory(name, X.shape[0] * 2 * sum(net.sizes[1:]) * net.dtype.itemsize,
+                           f"{X.shape[0]} rows, whose forward record")
+    return X
 
 
 def check_lr(lr, dtype):
@@ -318,6 +328,7 @@ class MLP(Model):
         return f"MLP({self.sizes}, hidden={self.hidden!r}, output={self.output!r})"
 
     # -- forward -----------------------------------------------------------------------
+    @_checks.overflow_is_reported
     def forward(self, X):
         """Run the network on X and keep every stage.
 
@@ -404,6 +415,7 @@ class MLP(Model):
                 f"(max |a_prev| = {big_a:.3g}, max |W| = {big_W:.3g}): the parameters are too large")
 
     # -- backward ----------------------------------------------------------------------
+    @_checks.overflow_is_reported
     def backward(self, record, G):
         """Backpropagate G = dL/dO through the record of a forward pass.
 

@@ -1,4 +1,5 @@
 """The MLP's interface and the mathematics of each piece, checked on real runs."""
+import copy
 import warnings
 
 import numpy as np
@@ -223,3 +224,36 @@ def test_step_refuses_an_update_that_overflows_and_changes_nothing():
     with pytest.raises(ValueError, match=r"^lr: theta - lr \* D would make W1"):
         net.step(D, 1e10)
     assert all(np.array_equal(net.params[k], before[k]) for k in before)
+
+
+@pytest.mark.parametrize("build", [lambda: mr.MLP([3, 4, 2], seed=0),
+                                   lambda: mr.SplitHeads([3, 4, 2], seed=0),
+                                   lambda: mr.TwoTower([3, 4, 2], seed=0)],
+                         ids=["MLP", "SplitHeads", "TwoTower"])
+def test_copy_copy_is_a_deep_copy(build):
+    """``copy.copy(net)`` shares no parameter with ``net``: stepping it leaves ``net`` as it was."""
+    net = build()
+    X = np.random.default_rng(0).normal(size=(5, 3))
+    before = net(X)
+    twin = copy.copy(net)
+    assert all(twin.params[k] is not net.params[k] for k in net.params)
+    twin.step(twin.gradient(X, [0.0, -1.0]), 0.5)
+    assert np.array_equal(net(X), before) and not np.array_equal(twin(X), before)
+
+
+def test_a_batch_whose_record_does_not_fit_in_memory_is_refused_naming_its_rows(monkeypatch):
+    """The forward record holds z_l and a_l for every layer: n x 2 (4 + 2) float64 numbers for a
+    3-4-2 network. With the machine's memory set just below that, the batch is refused before
+    NumPy allocates anything; at exactly that, it runs."""
+    from mlp_ref import _checks
+    net = mr.MLP([3, 4, 2], seed=0)
+    X = np.zeros((1000, 3))
+    need = 1000 * 2 * (4 + 2) * 8
+    monkeypatch.setattr(_checks, "machine_memory", lambda: need - 1)
+    with pytest.raises(ValueError, match=r"^X: 1000 rows") as refused:
+        net.forward(X)
+    assert "memory" in str(refused.value)
+    with pytest.raises(ValueError, match=r"^keep_X: 1000 rows"):
+        mr.fixes.project(net, X[:1], [0.0, -1.0], keep_X=X)
+    monkeypatch.setattr(_checks, "machine_memory", lambda: need)
+    assert net.forward(X).output.shape == (1000, 2)
