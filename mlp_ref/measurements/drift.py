@@ -22,8 +22,8 @@ def effect(start, net, X, P):
     """
     before_X, before_P = start
     after_X = net(X)
-    return (float(np.max(np.abs(after_X[:, 0] - before_X[:, 0]))),
-            float(np.max(np.abs(net(P)[:, 0] - before_P[:, 0]))),
+    return (float(np.max(np.abs(after_X[:, OUT1] - before_X[:, OUT1]))),
+            float(np.max(np.abs(net(P)[:, OUT1] - before_P[:, OUT1]))),
             float(np.mean(after_X[:, 1] - before_X[:, 1])))
 
 
@@ -48,7 +48,7 @@ def one_step(setup="visible", rules=None, lrs=None, G=G_QUESTION, n_probe=N_PROB
     P = probe_inputs(n_probe)
     lrs = np.logspace(-5, 0, 11) if lrs is None else np.asarray(lrs, dtype=float)
     start = net0(X), net0(P)
-    ref = start[0][:, 0]
+    ref = start[0][:, OUT1]
     rules = rules_.resolve(rules)
     out = {"lrs": lrs, "setup": setup, "n_probe": n_probe, "rules": [rule.name for rule in rules]}
     for rule in rules:
@@ -113,7 +113,7 @@ def trajectories(setup="visible", rules=None, steps=200, lr=None, G=G_QUESTION, 
     P = probe_inputs(n_probe)
     lr = LR[setup] if lr is None else lr
     start = net0(X), net0(P)
-    ref = start[0][:, 0]
+    ref = start[0][:, OUT1]
     rules = rules_.resolve(rules)
     out = {"steps": np.arange(steps + 1), "setup": setup, "lr": lr, "n_probe": n_probe,
            "rules": [rule.name for rule in rules]}

@@ -61,8 +61,7 @@ STYLE = {
     "axes.spines.top": False, "axes.spines.right": False, "lines.linewidth": 2.0,
     "legend.frameon": False,
     # Titles at a fixed height: left to matplotlib (None), each draw measures every axis's
-    # tick labels to lift a title clear of top-side ticks, which these figures never have (the
-    # same pixels, a fifth less time to draw)
+    # tick labels to lift a title clear of top-side ticks, which these figures never have
     "axes.titley": 1.0,
 }
 
