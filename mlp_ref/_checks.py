@@ -13,6 +13,27 @@ import os
 import reprlib
 
 import numpy as np
+import numpy.ma  # noqa: F401  (here, not lazily on the first check a debugger steps into)
+
+
+class ArgumentError(Exception):
+    """A refused argument: ``argument`` is its name, the word its message begins with, so that
+    a caller decides by the attribute, never by reading the message."""
+
+    def __init__(self, message, argument):
+        super().__init__(message)
+        self.argument = argument
+
+    def __reduce__(self):                       # pickled whole (a child process's error)
+        return type(self), (str(self), self.argument)
+
+
+class BadValue(ArgumentError, ValueError):
+    """A ValueError naming the argument whose value was refused (``exc.argument``)."""
+
+
+class BadType(ArgumentError, TypeError):
+    """A TypeError naming the argument whose type was refused (``exc.argument``)."""
 
 
 def overflow_is_reported(function):
@@ -44,20 +65,20 @@ def as_array(name, x, dtype, finite=True):
             _all_finite(name, x, "expected finite values")
         return x
     if isinstance(x, (str, bytes)) or x is None:
-        raise TypeError(f"{name}: expected a numeric array, got {describe(x)}")
+        raise BadType(f"{name}: expected a numeric array, got {describe(x)}", argument=name)
     if isinstance(x, np.ma.MaskedArray):
         # np.asarray would drop the mask and hand over the values under it
-        raise TypeError(f"{name}: expected a plain array, got a numpy masked array of shape {x.shape} "
-                        f"(its mask would be ignored; pass {name}.filled(value) or the rows you mean)")
+        raise BadType(f"{name}: expected a plain array, got a numpy masked array of shape {x.shape} "
+                      f"(its mask would be ignored; pass {name}.filled(value) or the rows you mean)", argument=name)
     try:
         arr = np.asarray(x)
     except Exception as exc:  # ragged lists and the like
-        raise TypeError(f"{name}: expected a numeric array, got {describe(x)} ({exc})") from None
+        raise BadType(f"{name}: expected a numeric array, got {describe(x)} ({exc})", argument=name) from None
     if arr.dtype.kind == "c":
-        raise TypeError(f"{name}: expected real numbers, got {describe(arr)}")
+        raise BadType(f"{name}: expected real numbers, got {describe(arr)}", argument=name)
     # kinds b, i, u, f only: timedelta64 counts as a NumPy integer, but its numbers are durations
     if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name}: expected a numeric array (bool, int or float), got {describe(x)}")
+        raise BadType(f"{name}: expected a numeric array (bool, int or float), got {describe(x)}", argument=name)
     if not finite:
         with np.errstate(over="ignore"):         # 1e300 -> inf in float32: the caller sees it
             return arr.astype(dtype, copy=False)
@@ -82,7 +103,7 @@ def _all_finite(name, arr, expected, original=None):
     value = (arr if original is None else original)[where]
     at = f" at index {where}" if where else ""
     more = f" ({len(bad)} such entries)" if len(bad) > 1 else ""
-    raise ValueError(f"{name}: {expected}, got {value}{at}{more}")
+    raise BadValue(f"{name}: {expected}, got {value}{at}{more}", argument=name)
 
 
 def matrix(name, x, dtype, width=None, width_name="columns", symbol="d"):
@@ -93,15 +114,15 @@ def matrix(name, x, dtype, width=None, width_name="columns", symbol="d"):
     arr = as_array(name, x, dtype)
     shape = f"(n, {width if width is not None else symbol})"
     if arr.ndim != 2:
-        raise ValueError(f"{name}: expected a 2-D array of shape {shape}, "
-                         f"got {arr.ndim}-D array of shape {arr.shape}{_reshape_hint(name, arr, width)}")
+        raise BadValue(f"{name}: expected a 2-D array of shape {shape}, "
+                       f"got {arr.ndim}-D array of shape {arr.shape}{_reshape_hint(name, arr, width)}", argument=name)
     if arr.shape[0] < 1:
-        raise ValueError(f"{name}: expected at least one row, got shape {arr.shape}")
+        raise BadValue(f"{name}: expected at least one row, got shape {arr.shape}", argument=name)
     if width is not None and arr.shape[1] != width:
-        raise ValueError(f"{name}: expected {width} {width_name} (shape (n, {width})), "
-                         f"got shape {arr.shape}")
+        raise BadValue(f"{name}: expected {width} {width_name} (shape (n, {width})), "
+                       f"got shape {arr.shape}", argument=name)
     if arr.shape[1] < 1:
-        raise ValueError(f"{name}: expected at least one column, got shape {arr.shape}")
+        raise BadValue(f"{name}: expected at least one column, got shape {arr.shape}", argument=name)
     return arr
 
 
@@ -126,7 +147,7 @@ def rows_or_vector(name, x, dtype, n, K):
         return np.broadcast_to(arr, (n, K))
     if arr.shape != (n, K):
         hint = f" (transposed? {name}.T has shape ({n}, {K}))" if arr.shape == (K, n) else ""
-        raise ValueError(f"{name}: expected shape ({n}, {K}) or ({K},), got shape {arr.shape}{hint}")
+        raise BadValue(f"{name}: expected shape ({n}, {K}) or ({K},), got shape {arr.shape}{hint}", argument=name)
     return arr
 
 
@@ -134,16 +155,16 @@ def mask(name, x, dtype, n, K):
     """A 0/1 mask of shape (n, K), or (K,) broadcast (read-only) to every one of the n rows."""
     arr = rows_or_vector(name, x, dtype, n, K)
     if not np.all((arr == 0) | (arr == 1)):
-        raise ValueError(f"{name}: expected only 0s and 1s, got values {np.unique(arr)}")
+        raise BadValue(f"{name}: expected only 0s and 1s, got values {np.unique(arr)}", argument=name)
     return arr
 
 
 def positive_int(name, x, minimum=1):
     """A whole number >= minimum; bools and floats (even 3.0) are refused, NumPy ints are fine."""
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Integral):
-        raise TypeError(f"{name}: expected a whole number >= {minimum}, got {describe(x)}")
+        raise BadType(f"{name}: expected a whole number >= {minimum}, got {describe(x)}", argument=name)
     if x < minimum:
-        raise ValueError(f"{name}: expected a whole number >= {minimum}, got {x}")
+        raise BadValue(f"{name}: expected a whole number >= {minimum}, got {x}", argument=name)
     return int(x)
 
 
@@ -152,23 +173,23 @@ def seed(name, x):
     if x is None:
         return None
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Integral):
-        raise TypeError(f"{name}: expected a whole number >= 0 or None, got {describe(x)}")
+        raise BadType(f"{name}: expected a whole number >= 0 or None, got {describe(x)}", argument=name)
     if x < 0:
-        raise ValueError(f"{name}: expected a whole number >= 0 or None, got {x}")
+        raise BadValue(f"{name}: expected a whole number >= 0 or None, got {x}", argument=name)
     return int(x)
 
 
 def real(name, x, *, low=None, low_inclusive=True):
     """A finite real number, optionally bounded below."""
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
-        raise TypeError(f"{name}: expected a real number, got {describe(x)}")
+        raise BadType(f"{name}: expected a real number, got {describe(x)}", argument=name)
     x = float(x)
     if not np.isfinite(x):
-        raise ValueError(f"{name}: expected a finite number, got {x}")
+        raise BadValue(f"{name}: expected a finite number, got {x}", argument=name)
     if low is not None:
         if (x < low) if low_inclusive else (x <= low):
             op = ">=" if low_inclusive else ">"
-            raise ValueError(f"{name}: expected a number {op} {low}, got {x}")
+            raise BadValue(f"{name}: expected a number {op} {low}, got {x}", argument=name)
     return x
 
 
@@ -179,19 +200,19 @@ def param_dict(name, D, shapes, dtype, require_all=True, finite=True):
     Returns a new dict of arrays converted to ``dtype``; nothing of ``D`` is modified.
     """
     if not isinstance(D, dict):
-        raise TypeError(f"{name}: expected a dict like params with keys {list(shapes)}, "
-                        f"got {describe(D)}")
+        raise BadType(f"{name}: expected a dict like params with keys {list(shapes)}, "
+                      f"got {describe(D)}", argument=name)
     unknown = [k for k in D if k not in shapes]
     if unknown:
-        raise ValueError(f"{name}: unknown keys {unknown}; expected keys {list(shapes)}")
+        raise BadValue(f"{name}: unknown keys {unknown}; expected keys {list(shapes)}", argument=name)
     missing = [k for k in shapes if k not in D]
     if require_all and missing:
-        raise ValueError(f"{name}: missing keys {missing}; expected keys {list(shapes)}")
+        raise BadValue(f"{name}: missing keys {missing}; expected keys {list(shapes)}", argument=name)
     out = {}
     for key in D:
         arr = as_array(f"{name}[{key!r}]", D[key], dtype, finite)
         if arr.shape != shapes[key]:
-            raise ValueError(f"{name}[{key!r}]: expected shape {shapes[key]}, got shape {arr.shape}")
+            raise BadValue(f"{name}[{key!r}]: expected shape {shapes[key]}, got shape {arr.shape}", argument=name)
         out[key] = arr
     return out
 
@@ -201,10 +222,10 @@ def path(name, x):
     try:
         text = os.fsdecode(os.fspath(x))
     except TypeError:
-        raise TypeError(f"{name}: expected a file path (str or pathlib.Path), "
-                        f"got {describe(x)}") from None
+        raise BadType(f"{name}: expected a file path (str or pathlib.Path), "
+                      f"got {describe(x)}", argument=name) from None
     if "\0" in text:                    # no file system takes one: the OS would refuse it
-        raise ValueError(f"{name}: expected a file path without a NUL character, got {reprlib.repr(text)}")
+        raise BadValue(f"{name}: expected a file path without a NUL character, got {reprlib.repr(text)}", argument=name)
     return text
 
 
@@ -222,8 +243,8 @@ def fits_in_memory(name, nbytes, what):
     than this machine's physical memory: a MemoryError from deep inside NumPy names nothing."""
     memory = machine_memory()
     if memory is not None and nbytes > memory:
-        raise ValueError(f"{name}: {what} needs {gib(nbytes)}, more than this machine's memory "
-                         f"({gib(memory)}); pass fewer rows at a time")
+        raise BadValue(f"{name}: {what} needs {gib(nbytes)}, more than this machine's memory "
+                       f"({gib(memory)}); pass fewer rows at a time", argument=name)
 
 
 def gib(n):
@@ -243,9 +264,9 @@ DTYPES = (np.float64, np.float32)
 def check_sizes(sizes):
     """``sizes`` as a list of positive ints, at least two (inputs and outputs)."""
     if not isinstance(sizes, (list, tuple, range, np.ndarray)) or np.ndim(sizes) != 1:
-        raise TypeError(f"sizes: expected a list of at least two positive whole numbers, "
-                        f"got {describe(sizes)}")
+        raise BadType(f"sizes: expected a list of at least two positive whole numbers, "
+                      f"got {describe(sizes)}", argument="sizes")
     if len(sizes) < 2:
-        raise ValueError(f"sizes: expected at least two positive whole numbers "
-                         f"(inputs and outputs), got {list(sizes)}")
+        raise BadValue(f"sizes: expected at least two positive whole numbers "
+                       f"(inputs and outputs), got {list(sizes)}", argument="sizes")
     return [positive_int(f"sizes[{i}]", s) for i, s in enumerate(sizes)]

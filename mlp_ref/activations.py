@@ -20,6 +20,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ._checks import BadType, BadValue
+
 
 class Activation(NamedTuple):
     name: str
@@ -94,12 +96,12 @@ def get(name, argument="activation"):
     is reported as a wrong ``hidden``, not as a wrong activation in general.
     """
     if not isinstance(name, str):
-        raise TypeError(
+        raise BadType(
             f"{argument}: expected an activation name (one of {sorted(ACTIVATIONS)}), "
-            f"got {type(name).__name__} {name!r}")
+            f"got {type(name).__name__} {name!r}", argument=argument)
     try:
         return ACTIVATIONS[name]
     except KeyError:
-        raise ValueError(
-            f"{argument}: unknown activation {name!r}; known: {', '.join(sorted(ACTIVATIONS))}"
-        ) from None
+        raise BadValue(
+            f"{argument}: unknown activation {name!r}; known: {', '.join(sorted(ACTIVATIONS))}",
+            argument=argument) from None

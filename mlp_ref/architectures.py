@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _checks
+from ._checks import BadType, BadValue
 from .network import MLP, Backward, Model, Piece
 
 
@@ -54,39 +55,39 @@ def check_groups(name, groups, K):
     """
     example = [[k] for k in range(K)]
     if isinstance(groups, (str, bytes)) or not isinstance(groups, (list, tuple)):
-        raise TypeError(f"{name}: expected a list of groups of output indices, e.g. {example}, "
-                        f"got {_checks.describe(groups)}")
+        raise BadType(f"{name}: expected a list of groups of output indices, e.g. {example}, "
+                      f"got {_checks.describe(groups)}", argument=name)
     if len(groups) == 0:
-        raise ValueError(f"{name}: expected at least one group of output indices, e.g. {example}, "
-                         f"got none")
+        raise BadValue(f"{name}: expected at least one group of output indices, e.g. {example}, "
+                       f"got none", argument=name)
     owner = {}                       # output index -> the group that holds it
     out = []
     for j, group in enumerate(groups):
         if isinstance(group, (str, bytes)) or not isinstance(group, (list, tuple, range, np.ndarray)):
-            raise TypeError(f"{name}[{j}]: expected a list of output indices, "
-                            f"got {_checks.describe(group)}")
+            raise BadType(f"{name}[{j}]: expected a list of output indices, "
+                          f"got {_checks.describe(group)}", argument=name)
         if len(group) == 0:
-            raise ValueError(f"{name}[{j}]: the group is empty; every group needs at least one output")
+            raise BadValue(f"{name}[{j}]: the group is empty; every group needs at least one output", argument=name)
         cols = []
         for c in group:
             if isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Integral):
-                raise TypeError(f"{name}[{j}]: expected whole numbers (output indices), "
-                                f"got {_checks.describe(c)}")
+                raise BadType(f"{name}[{j}]: expected whole numbers (output indices), "
+                              f"got {_checks.describe(c)}", argument=name)
             c = int(c)
             if not 0 <= c < K:
-                raise ValueError(f"{name}[{j}]: output index {c} is out of range for "
-                                 f"{K} outputs (0 .. {K - 1})")
+                raise BadValue(f"{name}[{j}]: output index {c} is out of range for "
+                               f"{K} outputs (0 .. {K - 1})", argument=name)
             if c in owner:
                 where = f"twice in group {j}" if owner[c] == j else f"in groups {owner[c]} and {j}"
-                raise ValueError(f"{name}: output {c} is {where}; each output must be in "
-                                 f"exactly one group")
+                raise BadValue(f"{name}: output {c} is {where}; each output must be in "
+                               f"exactly one group", argument=name)
             owner[c] = j
             cols.append(c)
         out.append(cols)
     missing = [c for c in range(K) if c not in owner]
     if missing:
-        raise ValueError(f"{name}: output(s) {reprlib.repr(missing)} are in no group; the groups must cover "
-                         f"every output 0 .. {K - 1}, each exactly once")
+        raise BadValue(f"{name}: output(s) {reprlib.repr(missing)} are in no group; the groups must cover "
+                       f"every output 0 .. {K - 1}, each exactly once", argument=name)
     return out
 
 
@@ -123,14 +124,14 @@ class _Composed(Model):
         if unknown:
             close = difflib.get_close_matches(unknown[0], (own, *MLP_KEYWORDS), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise TypeError(f"{cls.__name__}: unexpected keyword argument {unknown[0]!r}{hint}; "
-                            f"expected {own!r} or an MLP's: {', '.join(MLP_KEYWORDS)}")
+            raise BadType(f"{cls.__name__}: unexpected keyword argument {unknown[0]!r}{hint}; "
+                          f"expected {own!r} or an MLP's: {', '.join(MLP_KEYWORDS)}", argument=unknown[0])
         return MLP(sizes, **keywords)
 
     @classmethod
     def _from(cls, net, groups):
         if not isinstance(net, MLP):
-            raise TypeError(f"net: expected an MLP, got {_checks.describe(net)}")
+            raise BadType(f"net: expected an MLP, got {_checks.describe(net)}", argument="net")
         model = object.__new__(cls)
         model._build(net.copy(), groups)        # the copy is ours to consume; net is untouched
         return model
@@ -209,7 +210,7 @@ class SplitHeads(_Composed):
         """The parameters of head j, [W{L}_head{j}, b{L}_head{j}]: only outputs heads[j] depend on them."""
         if isinstance(j, (bool, np.bool_)) or not isinstance(j, numbers.Integral) \
                 or not 0 <= j < len(self.heads):
-            raise ValueError(f"j: expected a head index 0 .. {len(self.heads) - 1}, got {j!r}")
+            raise BadValue(f"j: expected a head index 0 .. {len(self.heads) - 1}, got {j!r}", argument="j")
         return [f"W{self.depth}_head{j}", f"b{self.depth}_head{j}"]
 
     def __repr__(self):
@@ -373,7 +374,7 @@ class TwoTower(_Composed):
         """The parameters of tower k: only outputs groups[k] depend on them."""
         if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral) \
                 or not 0 <= k < len(self.groups):
-            raise ValueError(f"k: expected a tower index 0 .. {len(self.groups) - 1}, got {k!r}")
+            raise BadValue(f"k: expected a tower index 0 .. {len(self.groups) - 1}, got {k!r}", argument="k")
         return [f"{p}{l}_tower{k}" for l in range(1, self.depth + 1) for p in "Wb"]
 
     def tower(self, k):
@@ -436,18 +437,18 @@ class TwoTower(_Composed):
         ``grads`` are keyed like params.
         """
         if not isinstance(record, TowerForward) or len(record.towers) != len(self.groups):
-            raise TypeError(f"record: expected the TowerForward record returned by "
-                            f"model.forward(X) of a TwoTower with {len(self.groups)} towers, "
-                            f"got {_checks.describe(record)}")
+            raise BadType(f"record: expected the TowerForward record returned by "
+                          f"model.forward(X) of a TwoTower with {len(self.groups)} towers, "
+                          f"got {_checks.describe(record)}", argument="record")
         if not (isinstance(record.output, np.ndarray) and record.output.ndim == 2):
-            raise ValueError(f"record: expected .output, the (n, {self.sizes[-1]}) array that "
-                             f"forward made, got {_checks.describe(record.output)}")
+            raise BadValue(f"record: expected .output, the (n, {self.sizes[-1]}) array that "
+                           f"forward made, got {_checks.describe(record.output)}", argument="record")
         n, K = record.output.shape
         rows = [t.output.shape[0] for t in record.towers]
         if K != self.sizes[-1] or rows != [n] * len(rows):
-            raise ValueError(f"record: expected this model's forward record, .output (n, "
-                             f"{self.sizes[-1]}) and every tower on its n rows, got .output "
-                             f"{record.output.shape} and towers on {rows} rows")
+            raise BadValue(f"record: expected this model's forward record, .output (n, "
+                           f"{self.sizes[-1]}) and every tower on its n rows, got .output "
+                           f"{record.output.shape} and towers on {rows} rows", argument="record")
         G = _checks.rows_or_vector("G", G, self.dtype, n, K)
         stages, grads = {}, {}
         da0 = 0.0

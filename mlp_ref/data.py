@@ -17,6 +17,7 @@ import os
 import numpy as np
 
 from . import _checks, resources
+from ._checks import BadValue
 
 INPUT_DIM = 3
 
@@ -72,7 +73,7 @@ def digits_arrays(source="shipped"):
     labels : ndarray of uint8, shape (1797,)        the digit, 0 .. 9
     """
     if source not in _DIGIT_SOURCES:
-        raise ValueError(f"source: expected one of {list(_DIGIT_SOURCES)}, got {source!r}")
+        raise BadValue(f"source: expected one of {list(_DIGIT_SOURCES)}, got {source!r}", argument="source")
     if source == "sklearn":
         table = np.loadtxt(_sklearn_digits_file(), delimiter=",", dtype=np.uint8)
         return np.ascontiguousarray(table[:, :DIGIT_PIXELS]), table[:, DIGIT_PIXELS].copy()
@@ -86,8 +87,8 @@ def _sklearn_digits_file():
     path = None if spec is None or spec.origin is None else os.path.join(
         os.path.dirname(spec.origin), "datasets", "data", "digits.csv.gz")
     if path is None or not os.path.exists(path):
-        raise ValueError("source: 'sklearn' needs scikit-learn installed (its "
-                         "datasets/data/digits.csv.gz); got none: use source='shipped'")
+        raise BadValue("source: 'sklearn' needs scikit-learn installed (its "
+                       "datasets/data/digits.csv.gz); got none: use source='shipped'", argument="source")
     return path
 
 
@@ -107,7 +108,7 @@ def digits(test_fraction=1 / 3, seed=0, source="shipped"):
     """
     test_fraction = _checks.real("test_fraction", test_fraction, low=0.0, low_inclusive=False)
     if test_fraction >= 1.0:
-        raise ValueError(f"test_fraction: expected a fraction below 1, got {test_fraction}")
+        raise BadValue(f"test_fraction: expected a fraction below 1, got {test_fraction}", argument="test_fraction")
     rng = np.random.default_rng(_checks.seed("seed", seed))
     images, labels = digits_arrays(source)
     test = np.zeros(len(labels), dtype=bool)
@@ -115,9 +116,9 @@ def digits(test_fraction=1 / 3, seed=0, source="shipped"):
         members = np.flatnonzero(labels == digit)
         count = round(test_fraction * len(members))
         if not 0 < count < len(members):
-            raise ValueError(f"test_fraction: expected a fraction that leaves images of every digit "
-                             f"in both sets, got {test_fraction} ({count} of the {len(members)} "
-                             f"images of digit {digit} for the test set)")
+            raise BadValue(f"test_fraction: expected a fraction that leaves images of every digit "
+                           f"in both sets, got {test_fraction} ({count} of the {len(members)} "
+                           f"images of digit {digit} for the test set)", argument="test_fraction")
         test[rng.permutation(members)[:count]] = True
     X, y = images.astype(np.float64), labels.astype(np.int64)
     return X[~test], y[~test], X[test], y[test]

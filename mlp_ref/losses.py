@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _checks
+from ._checks import BadValue
 
 
 def _pair(out, y):
@@ -16,7 +17,7 @@ def _pair(out, y):
     out = _checks.matrix("out", out, dtype, symbol="K")
     y = _checks.as_array("y", y, out.dtype)
     if y.shape != out.shape:
-        raise ValueError(f"y: expected the shape of out {out.shape}, got shape {y.shape}")
+        raise BadValue(f"y: expected the shape of out {out.shape}, got shape {y.shape}", argument="y")
     return out, y
 
 
@@ -30,9 +31,9 @@ def _check_finite_loss(out, y, r):
         blamed = ["out", "y"] if big_y == big_out else ["y"] if big_y > big_out else ["out"]
         size = " and ".join(f"|{n}|" for n in blamed)
         top = np.sqrt(np.finfo(out.dtype).max / r.size) / 2
-        raise ValueError(f"{' and '.join(blamed)}: expected values for which the squared error "
-                         f"stays finite in {out.dtype} ({size} below about {top:.3g} here), got "
-                         f"{size} up to {max(big_out, big_y):.3g}")
+        raise BadValue(f"{' and '.join(blamed)}: expected values for which the squared error "
+                       f"stays finite in {out.dtype} ({size} below about {top:.3g} here), got "
+                       f"{size} up to {max(big_out, big_y):.3g}", argument=blamed[0])
 
 
 def mse(out, y):

@@ -31,7 +31,7 @@ import reprlib
 import numpy as np
 
 from . import _checks, activations, saving
-from ._checks import DTYPES, check_sizes
+from ._checks import BadType, BadValue, DTYPES, check_sizes
 
 
 @dataclass
@@ -204,9 +204,9 @@ def check_representable(name, value, dtype):
     with np.errstate(over="ignore", under="ignore"):
         scalar = np.dtype(dtype).type(value)
     if not np.isfinite(scalar) or scalar == 0:
-        raise ValueError(f"{name}: expected a value representable in {dtype} "
-                         f"(between {np.finfo(dtype).smallest_subnormal:.3g} and "
-                         f"{np.finfo(dtype).max:.3g}), got {value}")
+        raise BadValue(f"{name}: expected a value representable in {dtype} "
+                       f"(between {np.finfo(dtype).smallest_subnormal:.3g} and "
+                       f"{np.finfo(dtype).max:.3g}), got {value}", argument=name)
     return scalar
 
 
@@ -214,9 +214,9 @@ def check_writable(net):
     """Raise ValueError unless every parameter array can be written in place."""
     frozen = [k for k, v in net.params.items() if not v.flags.writeable]
     if frozen:
-        raise ValueError(f"net: parameters {frozen} are read-only arrays (loaded with mmap_mode='r', "
-                         f"or set by hand?); nothing was changed. Give the network writable "
-                         f"copies: net.params[k] = net.params[k].copy()")
+        raise BadValue(f"net: parameters {frozen} are read-only arrays (loaded with mmap_mode='r', "
+                       f"or set by hand?); nothing was changed. Give the network writable "
+                       f"copies: net.params[k] = net.params[k].copy()", argument="net")
 
 
 def overflow_error(net, broken, lr, D):
@@ -225,13 +225,14 @@ def overflow_error(net, broken, lr, D):
     already = [f"{k} ({_checks.count_nonfinite(net.params[k])})" for k in broken
                if not np.isfinite(net.params[k]).all()]
     if already:
-        return ValueError(f"net: parameter{'s' if len(already) > 1 else ''} {', '.join(already)} "
-                          f"already hold{'' if len(already) > 1 else 's'} NaN/inf, whatever the step; "
-                          f"nothing was changed. Rebuild or reload the network (net.copy() before a "
-                          f"risky step keeps a good one)")
-    return ValueError(f"lr: theta - lr * D would make {', '.join(broken)} overflow to inf/NaN "
-                      f"(lr = {float(lr):g}, max |D[{broken[0]!r}]| = "
-                      f"{np.abs(D[broken[0]]).max():.3g}); nothing was changed. Use a smaller lr")
+        return BadValue(f"net: parameter{'s' if len(already) > 1 else ''} {', '.join(already)} "
+                        f"already hold{'' if len(already) > 1 else 's'} NaN/inf, whatever the step; "
+                        f"nothing was changed. Rebuild or reload the network (net.copy() before a "
+                        f"risky step keeps a good one)", argument="net")
+    return BadValue(f"lr: theta - lr * D would make {', '.join(broken)} overflow to inf/NaN "
+                    f"(lr = {float(lr):g}, max |D[{broken[0]!r}]| = "
+                    f"{np.abs(D[broken[0]]).max():.3g}); nothing was changed. Use a smaller lr",
+                    argument="lr")
 
 
 class MLP(Model):
@@ -262,8 +263,9 @@ class MLP(Model):
         L = len(self.sizes) - 1
         if isinstance(hidden, (list, tuple)):
             if len(hidden) != L - 1:
-                raise ValueError(f"hidden: expected one activation name per hidden layer "
-                                 f"({L - 1} for sizes {self.sizes}), got {len(hidden)}: {reprlib.repr(list(hidden))}")
+                raise BadValue(f"hidden: expected one activation name per hidden layer "
+                               f"({L - 1} for sizes {self.sizes}), got {len(hidden)}: {reprlib.repr(list(hidden))}",
+                               argument="hidden")
             self._acts = [activations.get(h, f"hidden[{i}]") for i, h in enumerate(hidden)]
         else:
             self._acts = [activations.get(hidden, "hidden")] * (L - 1)
@@ -274,23 +276,24 @@ class MLP(Model):
                 raise TypeError
             self.dtype = np.dtype(dtype)
         except TypeError:
-            raise TypeError(f"dtype: expected np.float64 or np.float32, got {dtype!r}") from None
+            raise BadType(f"dtype: expected np.float64 or np.float32, got {dtype!r}", argument="dtype") from None
         if self.dtype not in [np.dtype(t) for t in DTYPES]:
-            raise ValueError(f"dtype: expected np.float64 or np.float32, got {self.dtype}")
+            raise BadValue(f"dtype: expected np.float64 or np.float32, got {self.dtype}", argument="dtype")
         self.seed = _checks.seed("seed", seed)
         if math.copysign(1.0, self.init_std) < 0:
-            raise ValueError("init_std: expected a number >= 0 (0.0 for all-zero parameters), got -0.0")
+            raise BadValue("init_std: expected a number >= 0 (0.0 for all-zero parameters), got -0.0",
+                           argument="init_std")
         # normal draws stay within 64 standard deviations (beyond 38 the chance is below 1e-300)
         top = float(np.finfo(self.dtype).max) / 64
         if self.init_std > top:
-            raise ValueError(f"init_std: expected a number <= {top:.3g}, so that every parameter drawn "
-                             f"fits in {self.dtype.name}, got {self.init_std:g}")
+            raise BadValue(f"init_std: expected a number <= {top:.3g}, so that every parameter drawn "
+                           f"fits in {self.dtype.name}, got {self.init_std:g}", argument="init_std")
         P = sum((a + 1) * b for a, b in zip(self.sizes, self.sizes[1:]))
         memory = _checks.machine_memory()
         if memory is not None and P * self.dtype.itemsize > memory:
-            raise ValueError(f"sizes: {self.sizes} means {P} parameters, "
-                             f"{_checks.gib(P * self.dtype.itemsize)} in {self.dtype.name}, "
-                             f"more than this machine's memory ({_checks.gib(memory)})")
+            raise BadValue(f"sizes: {self.sizes} means {P} parameters, "
+                           f"{_checks.gib(P * self.dtype.itemsize)} in {self.dtype.name}, "
+                           f"more than this machine's memory ({_checks.gib(memory)})", argument="sizes")
 
         rng = np.random.default_rng(self.seed)
         self.params = {}
@@ -308,9 +311,9 @@ class MLP(Model):
     def act(self, l):
         """The activation of layer l = 1 .. L: an object with ``.name``, ``.f(z)``, ``.df(z, a)``."""
         if isinstance(l, bool) or not isinstance(l, numbers.Integral):
-            raise TypeError(f"l: expected a layer number 1 .. {self.depth}, got {_checks.describe(l)}")
+            raise BadType(f"l: expected a layer number 1 .. {self.depth}, got {_checks.describe(l)}", argument="l")
         if not 1 <= l <= self.depth:
-            raise ValueError(f"l: expected a layer number 1 .. {self.depth}, got {l}")
+            raise BadValue(f"l: expected a layer number 1 .. {self.depth}, got {l}", argument="l")
         return self._acts[l - 1]
 
     @property
@@ -351,33 +354,35 @@ class MLP(Model):
             z = record.z[l] = a @ self.params[f"W{l}"] + self.params[f"b{l}"]
             a = record.a[l] = act.f(z)
         if not np.isfinite(record.output).all():
-            raise ValueError(self._why_not_finite(record))
+            raise self._why_not_finite(record)
         return record
 
     def _why_not_finite(self, record):
-        """The message for a non-finite output: which parameter, or which stage overflowed."""
+        """The error for a non-finite output, naming what is to blame: the parameter that holds
+        NaN/inf, X when it is the large factor of z1, else the stage that overflowed."""
         broken = [f"{k} ({_checks.count_nonfinite(v)})" for k, v in self.params.items()
                   if not np.isfinite(v).all()]
         if broken:
             which = "parameter" if len(broken) == 1 else "parameters"
-            return (f"forward: output is not finite because {which} {', '.join(broken)} "
-                    f"{'holds' if len(broken) == 1 else 'hold'} NaN/inf; "
-                    f"typically an update with too large a learning rate, or a value set by hand. "
-                    f"Rebuild or reload the network (net.copy() before a risky step keeps a good one)")
+            return BadValue(f"forward: output is not finite because {which} {', '.join(broken)} "
+                            f"{'holds' if len(broken) == 1 else 'hold'} NaN/inf; "
+                            f"typically an update with too large a learning rate, or a value set by hand. "
+                            f"Rebuild or reload the network (net.copy() before a risky step keeps a good one)",
+                            argument="forward")
         stage = next(k for k, v in record.stages.items() if not np.isfinite(v).all())
         l = int(stage[1:])
         big_X, big_W = float(np.abs(record.X).max()), float(np.abs(self.params["W1"]).max())
         if stage == "z1" and big_X > big_W:      # the input, not the weights, is what is huge
-            return (f"X: expected values for which z1 = X @ W1 + b1 stays finite in {self.dtype}, "
-                    f"got max |X| = {big_X:.3g} (max |W1| = {big_W:.3g}); scale X down")
+            return BadValue(f"X: expected values for which z1 = X @ W1 + b1 stays finite in {self.dtype}, "
+                            f"got max |X| = {big_X:.3g} (max |W1| = {big_W:.3g}); scale X down", argument="X")
         if stage[0] == "z":   # z_l = a_{l-1} @ W_l + b_l: name the two factors that blew up
             culprits = f"max |a{l - 1}| = {np.abs(record.a[l - 1]).max():.3g}, " \
-                       f"max |W{l}| = {np.abs(self.params[f'W{l}']).max():.3g}"
+                        f"max |W{l}| = {np.abs(self.params[f'W{l}']).max():.3g}"
         else:
             culprits = f"{self.activations[l - 1]} of a finite z{l}"
-        return (f"forward: output is not finite: stage {stage} overflowed {self.dtype} ({culprits}) "
-                f"although every parameter is finite; the parameters are too large, typically "
-                f"after an update with too large a learning rate")
+        return BadValue(f"forward: output is not finite: stage {stage} overflowed {self.dtype} ({culprits}) "
+                        f"although every parameter is finite; the parameters are too large, typically "
+                        f"after an update with too large a learning rate", argument="forward")
 
     def forward_from(self, layer, a_prev):
         """The output of layers ``layer`` .. L started from their input ``a_prev`` = a_{layer-1}.
@@ -386,33 +391,35 @@ class MLP(Model):
         """
         layer = _checks.positive_int("layer", layer)
         if layer > self.depth + 1:
-            raise ValueError(f"layer: expected a layer 1 .. {self.depth + 1} (L + 1: the output "
-                             f"itself), got {layer}")
+            raise BadValue(f"layer: expected a layer 1 .. {self.depth + 1} (L + 1: the output "
+                            f"itself), got {layer}", argument="layer")
         a = a_prev = _checks.matrix("a_prev", a_prev, self.dtype, width=self.sizes[layer - 1],
                                     width_name=f"columns (the width of layer {layer - 1})")
         with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named below
             for l in range(layer, self.depth + 1):
                 a = self._acts[l - 1].f(a @ self.params[f"W{l}"] + self.params[f"b{l}"])
         if not np.isfinite(a).all():
-            raise ValueError(self._why_from_not_finite(layer, a_prev))
+            raise self._why_from_not_finite(layer, a_prev)
         return a
 
     def _why_from_not_finite(self, layer, a_prev):
-        """The message for a non-finite output of ``forward_from``: a parameter it reads that
+        """The error for a non-finite output of ``forward_from``: a parameter it reads that
         holds NaN/inf, else a_prev or the weights, whichever is the larger factor."""
         used = [f"{kind}{l}" for l in range(layer, self.depth + 1) for kind in "Wb"]
         broken = [k for k in used if not np.isfinite(self.params[k]).all()]
         if broken:
-            return (f"forward_from: the output is not finite because {', '.join(broken)} "
-                    f"{'holds' if len(broken) == 1 else 'hold'} NaN/inf; rebuild or reload the network")
+            return BadValue(f"forward_from: the output is not finite because {', '.join(broken)} "
+                            f"{'holds' if len(broken) == 1 else 'hold'} NaN/inf; rebuild or reload the network",
+                            argument="forward_from")
         big_a = float(np.abs(a_prev).max())
         big_W = max(float(np.abs(self.params[f"W{l}"]).max()) for l in range(layer, self.depth + 1))
         if big_a > big_W:
-            return (f"a_prev: expected values for which the output of layers {layer} .. {self.depth} "
-                    f"stays finite in {self.dtype}, got max |a_prev| = {big_a:.3g} "
-                    f"(max |W| = {big_W:.3g}); scale a_prev down")
-        return (f"forward_from: the output of layers {layer} .. {self.depth} overflowed {self.dtype} "
-                f"(max |a_prev| = {big_a:.3g}, max |W| = {big_W:.3g}): the parameters are too large")
+            return BadValue(f"a_prev: expected values for which the output of layers {layer} .. {self.depth} "
+                            f"stays finite in {self.dtype}, got max |a_prev| = {big_a:.3g} "
+                            f"(max |W| = {big_W:.3g}); scale a_prev down", argument="a_prev")
+        return BadValue(f"forward_from: the output of layers {layer} .. {self.depth} overflowed {self.dtype} "
+                        f"(max |a_prev| = {big_a:.3g}, max |W| = {big_W:.3g}): the parameters are too large",
+                        argument="forward_from")
 
     # -- backward ----------------------------------------------------------------------
     @_checks.overflow_is_reported
@@ -462,45 +469,47 @@ class MLP(Model):
         broken = next(k for k, v in stages.items() if not np.isfinite(v).all())
         torn = next((k for k, v in record.stages.items() if not np.isfinite(v).all()), None)
         if torn is not None:
-            raise ValueError(f"record: stage {torn} holds NaN/inf "
-                             f"({_checks.count_nonfinite(record.stages[torn])}), which no record of "
-                             f"net.forward(X) does; run forward again")
+            raise BadValue(f"record: stage {torn} holds NaN/inf "
+                           f"({_checks.count_nonfinite(record.stages[torn])}), which no record of "
+                           f"net.forward(X) does; run forward again", argument="record")
         big_G = float(np.abs(G).max())
         if big_G > 1.0:
-            raise ValueError(f"G: expected values for which the backward pass stays finite in "
-                             f"{self.dtype}, got max |G| = {big_G:.3g}, which makes stage {broken} "
-                             f"overflow ({_checks.count_nonfinite(stages[broken])}); scale G down")
-        raise ValueError(f"backward: stage {broken} overflowed {self.dtype} "
-                         f"({_checks.count_nonfinite(stages[broken])}) with max |G| = {big_G:.3g}: "
-                         f"the parameters are too large")
+            raise BadValue(f"G: expected values for which the backward pass stays finite in "
+                           f"{self.dtype}, got max |G| = {big_G:.3g}, which makes stage {broken} "
+                           f"overflow ({_checks.count_nonfinite(stages[broken])}); scale G down", argument="G")
+        raise BadValue(f"backward: stage {broken} overflowed {self.dtype} "
+                       f"({_checks.count_nonfinite(stages[broken])}) with max |G| = {big_G:.3g}: "
+                       f"the parameters are too large", argument="backward")
 
     def check_record(self, record):
         """Raise TypeError/ValueError unless ``record`` is a whole forward record of this network."""
         if not isinstance(record, Forward):
-            raise TypeError(f"record: expected the Forward record returned by net.forward(X), "
-                            f"got {_checks.describe(record)}")
+            raise BadType(f"record: expected the Forward record returned by net.forward(X), "
+                          f"got {_checks.describe(record)}", argument="record")
         L, a, z = self.depth, record.a, record.z
         complete = (isinstance(a, dict) and isinstance(z, dict)
                     and set(a) == set(range(L + 1)) and set(z) == set(range(1, L + 1))
                     and all(isinstance(v, np.ndarray) and v.ndim == 2
                             for v in [*a.values(), *z.values()]))
         if not complete:
-            raise ValueError(f"record: expected a forward record of a network with sizes {self.sizes} "
-                             f"(2-D arrays a[0..{L}] and z[1..{L}]), got a {_keys(a)} and z {_keys(z)}")
+            raise BadValue(f"record: expected a forward record of a network with sizes {self.sizes} "
+                           f"(2-D arrays a[0..{L}] and z[1..{L}]), got a {_keys(a)} and z {_keys(z)}",
+                           argument="record")
         widths = [a[l].shape[1] for l in range(L + 1)]
         if widths != self.sizes:
-            raise ValueError(f"record: expected a forward record of a network with sizes "
-                             f"{self.sizes}, got one with widths {widths}")
+            raise BadValue(f"record: expected a forward record of a network with sizes "
+                           f"{self.sizes}, got one with widths {widths}", argument="record")
         wrong = {k: v.dtype for k, v in record.stages.items() if v.dtype != self.dtype}
         if wrong:
-            raise ValueError(f"record: expected every stage in the network's dtype {self.dtype}, got "
-                             + ", ".join(f"{k} {d}" for k, d in wrong.items())
-                             + " (a record of another network, or edited by hand?)")
+            raise BadValue(f"record: expected every stage in the network's dtype {self.dtype}, got "
+                           + ", ".join(f"{k} {d}" for k, d in wrong.items())
+                           + " (a record of another network, or edited by hand?)", argument="record")
         n = a[0].shape[0]
         if any(v.shape[0] != n for v in record.stages.values()) or any(
                 z[l].shape != a[l].shape for l in range(1, L + 1)):
-            raise ValueError(f"record: expected every stage of shape (n, width) with the n = {n} rows "
-                             f"of a0, got " + ", ".join(f"{k} {v.shape}" for k, v in record.stages.items()))
+            raise BadValue(f"record: expected every stage of shape (n, width) with the n = {n} rows "
+                           f"of a0, got " + ", ".join(f"{k} {v.shape}" for k, v in record.stages.items()),
+                           argument="record")
 
     # -- save / load (the file format lives in saving.py) ---------------------------------
     def save(self, path):
