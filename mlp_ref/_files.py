@@ -5,21 +5,95 @@ The bytes go to a temporary file in the target's folder (same file system, so th
 ``os.replace`` is one atomic rename), are flushed to disk, and only then take the target's name.
 A reader therefore sees the old file or the new one, never a torn one. The temporary file is
 removed on every exit Python sees: an exception, Ctrl-C (KeyboardInterrupt) and SIGTERM, which
-is turned into ``SystemExit`` while a write is under way so that the ``finally`` runs. A SIGKILL
-or a power cut leaves the temporary file behind; its name carries the writer's process id, and
-the next write of the same target removes those whose process is gone.
+is turned into ``SystemExit`` while a write is under way so that the ``finally`` runs.
+
+A SIGKILL or a power cut leaves the temporary file behind. So every write first removes the
+temporary files in its folder whose writer has gone, whatever target they were for (a killed
+``figures`` run is cleaned up by the next run of any figure). Whether a writer has gone is told
+by a lock, not by a process id: the writer holds ``fcntl.flock`` on its temporary file from
+creating it until the file has its final name, and the kernel drops that lock when the writer
+dies, however it dies. A file whose lock can be taken is therefore stale. A process id would
+not do: writers in two containers sharing a folder live in different PID namespaces, where the
+same number is another process or none, and each would remove the other's live file. (Where
+there is no ``fcntl``, on Windows, a file that its writer holds open cannot be removed at all;
+trying to remove it is the same test.) The name still carries the writer's process id, for a
+person who finds such a file; nothing here decides by it.
+
+A write that fails part way (a full disk, a quota, an I/O error) raises ``WriteError``, an
+OSError with the system's errno whose message starts with the caller's argument name.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
 import signal
 import threading
 import uuid
 
 from . import _checks
 
+try:
+    import fcntl
+except ImportError:                      # Windows: see the module's docstring
+    fcntl = None
+
 _SUFFIX = ".tmp"
+#: a temporary file of ours is named ".TARGET." + this (PID, then a uuid4's 32 hex digits)
+_TEMP_TAIL = re.compile(r"[0-9]+\.[0-9a-f]{32}\.tmp")
+_TEMP_NAME = re.compile(r"\..+\." + _TEMP_TAIL.pattern)
+
+
+class WriteError(OSError):
+    """A write that failed after its target was checked (a full disk, a quota, an I/O error).
+
+    An OSError, not a ValueError: the argument was right and the machine failed, so code that
+    handles OSError for files keeps handling it. ``errno`` and ``strerror`` are the system's;
+    ``argument`` is the name the message starts with (``path``, ``out``, ``--json``).
+    """
+
+    def __str__(self):             # the message, not OSError's "[Errno 28] No space left ..."
+        return self.args[0]
+
+
+#: the errors that writing bytes into a file can meet, and what each says; an OSError that
+#: ``write`` raises with another errno (a font file missing, say) is the writer's own, not the disk's
+_WRITE_REASONS = {errno.ENOSPC: "the disk is full", getattr(errno, "EDQUOT", -1): "the disk quota is exceeded",
+                  errno.EFBIG: "the file is too large for this file system",
+                  errno.EIO: "the write failed (an I/O error)", errno.EROFS: "the file system is read-only"}
+
+
+def _write_error(name, what, exc, target=None):
+    """The WriteError "``name``: cannot ``what``: the disk is full (strerror)" for ``exc``,
+    saying that ``target`` (if given) was left as it was."""
+    reason = _WRITE_REASONS.get(exc.errno, "the write failed")
+    message = f"{name}: cannot {what}: {reason} ({exc.strerror or exc})"
+    if target is not None:
+        message += f"; {target!r} is as it was, and nothing half-written is left"
+    error = WriteError(message)
+    error.errno, error.strerror, error.argument = exc.errno, exc.strerror, name
+    return error
+
+
+def refused(error_type, name, message):
+    """``error_type("name: message")`` (an OSError) carrying ``name`` as ``argument``: a target
+    refused before anything is written."""
+    error = error_type(f"{name}: {message}")
+    error.argument = name
+    return error
+
+
+def make_folder(name, folder):
+    """``os.makedirs(folder, exist_ok=True)``, failing with a message that starts with ``name``:
+    a full disk (any errno of ``_WRITE_REASONS``) as WriteError, anything else (a parent that
+    cannot be made, no permission) as the OSError that came."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        if exc.errno in _WRITE_REASONS:
+            raise _write_error(name, f"make the folder {folder!r}", exc) from None
+        raise refused(type(exc), name, f"cannot make the folder {folder!r} ({exc.strerror})") from None
 
 
 def _temp_prefix(path):
@@ -28,40 +102,71 @@ def _temp_prefix(path):
 
 def temp_files(path):
     """The temporary files of writes of ``path`` still in its folder (their full paths)."""
-    folder, prefix = os.path.dirname(os.path.abspath(path)), _temp_prefix(path)
+    prefix = _temp_prefix(path)
+    return [tmp for tmp in _temp_files_in(os.path.dirname(os.path.abspath(path)))
+            if os.path.basename(tmp).startswith(prefix)
+            and _TEMP_TAIL.fullmatch(os.path.basename(tmp)[len(prefix):])]
+
+
+def _temp_files_in(folder):
+    """The temporary files of writes of any target in ``folder`` (their full paths)."""
     try:
         names = os.listdir(folder)
     except OSError:
         return []
-    return [os.path.join(folder, n) for n in sorted(names)
-            if n.startswith(prefix) and n.endswith(_SUFFIX) and _owner(n[len(prefix):]) is not None]
+    return [os.path.join(folder, n) for n in sorted(names) if _TEMP_NAME.fullmatch(n)]
 
 
-def _owner(middle):
-    """The process id in ``PID.HEX.tmp`` (None if the name is not one of ours)."""
-    pid, _, rest = middle.partition(".")
-    return int(pid) if pid.isdigit() and len(rest) == 32 + len(_SUFFIX) else None
+def _remove_if_stale(tmp):
+    """Remove the temporary file ``tmp`` if its writer has gone: if its lock can be taken.
 
-
-def _alive(pid):
-    if pid == os.getpid():
-        return True
+    The lock is held while the file is removed: a writer that created ``tmp`` an instant ago
+    and waits for its own lock then finds the name gone, and starts again (``_create``). A
+    writer renames its file before it lets go of the lock, so a lock taken after that finds no
+    ``tmp`` to remove.
+    """
+    if fcntl is None:
+        with contextlib.suppress(OSError):    # refused while its writer holds it open
+            os.remove(tmp)
+        return
+    try:   # O_NONBLOCK: a FIFO given our kind of name does not block; O_NOFOLLOW: no symlink
+        fd = os.open(tmp, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return                               # gone already, or not ours to read: keep it
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True                      # exists (another user's), or we cannot tell: keep it
-    return True
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)   # BlockingIOError while its writer lives
+        os.remove(tmp)
+    except OSError:
+        pass                                 # live, or removed meanwhile: nothing to do
+    finally:
+        os.close(fd)
 
 
-def _remove_stale(path):
-    """Remove temporary files of ``path`` left by writers that died (SIGKILL, power cut)."""
-    prefix = _temp_prefix(path)
-    for tmp in temp_files(path):
-        if not _alive(_owner(os.path.basename(tmp)[len(prefix):])):
-            with contextlib.suppress(OSError):
-                os.remove(tmp)
+def _create(name, path):
+    """A new temporary file for ``path`` in its folder, open for writing and locked
+    (``fcntl.flock``, exclusive) until its descriptor is closed. Returns (its path, the fd)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    while True:
+        tmp = os.path.join(folder, f"{_temp_prefix(path)}{os.getpid()}.{uuid.uuid4().hex}{_SUFFIX}")
+        try:
+            # os.open with mode 0o666 lets the umask decide the permissions, as open() would
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        except OSError as exc:
+            raise _write_error(name, f"write {path!r}", exc, target=path) from None
+        if fcntl is None:
+            return tmp, fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:    # a file system without locks: no cleanup can take the file for stale
+            return tmp, fd
+        try:
+            if os.path.samestat(os.fstat(fd), os.stat(tmp)):
+                return tmp, fd
+        except FileNotFoundError:
+            pass
+        # another writer's cleanup took the lock between our open and our flock, and removed
+        # the file as stale: nothing was written yet, so write under a new name
+        os.close(fd)
 
 
 def check_target(name, path):
@@ -77,16 +182,14 @@ def check_target(name, path):
         while parent and not os.path.exists(parent):
             parent = os.path.dirname(parent)
         if parent and not os.path.isdir(parent):
-            raise NotADirectoryError(f"{name}: {parent!r} in {path!r} is a file, "
-                                                    f"not a folder")
-        raise FileNotFoundError(f"{name}: folder {folder!r} does not exist")
+            raise refused(NotADirectoryError, name, f"{parent!r} in {path!r} is a file, not a folder")
+        raise refused(FileNotFoundError, name, f"folder {folder!r} does not exist")
     if not os.path.isdir(folder):
-        raise NotADirectoryError(f"{name}: {folder!r} in {path!r} is a file, "
-                                                f"not a folder")
+        raise refused(NotADirectoryError, name, f"{folder!r} in {path!r} is a file, not a folder")
     if os.path.isdir(path):
-        raise IsADirectoryError(f"{name}: {path!r} is a folder; expected a file name")
+        raise refused(IsADirectoryError, name, f"{path!r} is a folder; expected a file name")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise PermissionError(f"{name}: folder {folder!r} is not writable")
+        raise refused(PermissionError, name, f"folder {folder!r} is not writable")
     return path
 
 
@@ -114,32 +217,37 @@ def write_atomically(name, path, write):
     """Call ``write(f)`` on a binary file object, then give its bytes the name ``path``.
 
     ``name`` is the argument's name in messages (``path``, ``--json``, ``--out``). On any
-    failure or interruption the temporary file is removed and ``path`` is left as it was.
-    Returns ``path`` as str.
+    failure or interruption the temporary file is removed and ``path`` is left as it was; a
+    failure of the write itself (a full disk) raises ``WriteError`` naming ``name`` and
+    ``path``. Returns ``path`` as str.
     """
     path = check_target(name, path)
-    _remove_stale(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(folder, f"{_temp_prefix(path)}{os.getpid()}.{uuid.uuid4().hex}{_SUFFIX}")
+    for tmp in _temp_files_in(os.path.dirname(os.path.abspath(path))):
+        _remove_if_stale(tmp)
     with _sigterm_raises():
+        tmp, fd = _create(name, path)
+        # the lock lives as long as any descriptor of the file: this copy keeps it from the
+        # file's close until it has its final name (with no fcntl there is no lock to keep)
+        lock = os.dup(fd) if fcntl is not None else None
         try:
-            # os.open with mode 0o666 lets the umask decide the permissions, as open() would
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-        except OSError as exc:
-            raise type(exc)(f"{name}: cannot write into folder {folder!r} "
-                                       f"({exc.strerror})") from None
-        try:
-            with os.fdopen(fd, "wb") as f:
-                write(f)
-                f.flush()
-                os.fsync(f.fileno())     # the bytes are on disk before the name points at them
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    write(f)
+                    f.flush()
+                    os.fsync(f.fileno())     # the bytes are on disk before the name points at them
+            except OSError as exc:
+                if exc.errno not in _WRITE_REASONS:
+                    raise
+                raise _write_error(name, f"write {path!r}", exc, target=path) from None
             try:
                 os.replace(tmp, path)
             except OSError as exc:
-                raise type(exc)(f"{name}: cannot write {path!r} ({exc.strerror})") from None
+                raise _write_error(name, f"write {path!r}", exc, target=path) from None
         finally:
             with contextlib.suppress(FileNotFoundError):
-                os.remove(tmp)
+                os.remove(tmp)               # (gone already when it has its final name)
+            if lock is not None:
+                os.close(lock)
     return path
 
 

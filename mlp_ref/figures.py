@@ -196,7 +196,8 @@ def write_all(out="figures", names=None, log=print, fmt="png"):
     (png, svg or pdf; a name's .png becomes .svg or .pdf); return the paths.
 
     Each file is written whole or not at all (``_files.write_atomically``): an interrupted run
-    leaves the figures it had not finished as they were.
+    leaves the figures it had not finished as they were. A disk that fills up raises
+    ``_files.WriteError`` (an OSError) naming ``out`` and the file it could not write.
     """
     from . import plots                     # matplotlib: only when a figure is drawn
 
@@ -207,8 +208,8 @@ def write_all(out="figures", names=None, log=print, fmt="png"):
     if unknown:
         raise ValueError(f"names: unknown figures {unknown}; known: {list(FIGURES)}")
     if os.path.isfile(out):
-        raise NotADirectoryError(f"out: {out!r} is a file, not a folder")
-    os.makedirs(out, exist_ok=True)
+        raise _files.refused(NotADirectoryError, "out", f"{out!r} is a file, not a folder")
+    _files.make_folder("out", out)
     _files.check_target("out", os.path.join(out, "figure." + fmt))
     import matplotlib
 

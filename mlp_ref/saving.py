@@ -33,6 +33,12 @@ def save(net, path):
 
     Atomic (``_files.write_atomically``): ``path`` holds the old file or the new one, never a
     torn one, and no temporary file stays behind on any exit Python sees.
+
+    A disk that is full (or a quota, an I/O error) raises an OSError whose errno is the
+    system's and whose message starts with ``path:``, names the file and says what failed;
+    ``path`` is then as it was. An OSError rather than a ValueError: nothing was wrong with the
+    argument, the same call succeeds once there is room, and code that handles OSError for
+    files handles this one too.
     """
     missing = [name for name in ("sizes", "params", "activations", "dtype", "init_std", "seed")
                if not hasattr(net, name)]

@@ -1,7 +1,10 @@
 """Every file the package writes appears whole or not at all: a saved network, a figure (PNG, SVG,
 PDF), the bench JSON. A child process is stopped in the middle of a write (its writer slowed down
 after half a file) by SIGTERM, SIGINT or SIGKILL; the target must hold its old bytes and no
-temporary file may stay behind (after SIGKILL: until the next write of the same target)."""
+temporary file may stay behind (after SIGKILL: until the next write of any file into that folder).
+A writer that is alive keeps its temporary file, whatever process id it shows (containers sharing
+a folder see each other's process ids as foreign)."""
+import contextlib
 import os
 import signal
 import stat
@@ -46,26 +49,50 @@ def slow(f):
     print("writing", flush=True); time.sleep(60)
 _files.write_atomically("--json", TARGET, slow)
 """
+#: more than Linux's PID_MAX_LIMIT (2**22): no process here has it, as a writer in another PID
+#: namespace seen from this one
+FOREIGN_PID = 2 ** 22 + 1
+# a writer whose process id is foreign here, paused after half a file until a line comes on stdin
+FOREIGN_SAVE = f"""
+import os, sys, numpy as np, mlp_ref as mr
+os.getpid = lambda: {FOREIGN_PID}
+savez = np.savez
+def paused(f, **arrays):
+    f.write(b"PK\\x03\\x04 half a file"); f.flush()
+    print("writing", flush=True); sys.stdin.readline()
+    f.seek(0); f.truncate(); savez(f, **arrays)
+np.savez = paused
+mr.MLP([3, 4, 2], seed=2).save(TARGET)
+print("saved", flush=True)
+"""
 
 
-def interrupt(script, target, sig):
-    """Run ``script`` (TARGET, FOLDER set to the target and its folder) in a child, send ``sig``
-    once it has written half a file, and return (exit status, stderr, the temporary files that
-    existed mid-write)."""
+@contextlib.contextmanager
+def writing(script, target):
+    """A child running ``script`` (TARGET, FOLDER set to the target and its folder), yielded once
+    it has written half a file; killed on leaving if it still runs."""
     env = dict(os.environ, MPLBACKEND="Agg",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     head = f"TARGET = {str(target)!r}\nFOLDER = {str(target.parent)!r}\n"
     child = subprocess.Popen([sys.executable, "-c", head + textwrap.dedent(script)], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
     try:
         assert child.stdout.readline() == "writing\n", child.stderr.read()
-        during = _files.temp_files(target)
-        child.send_signal(sig)
-        _, err = child.communicate(timeout=60)
+        yield child
     finally:
         if child.poll() is None:
             child.kill()
-            child.wait()
+        child.communicate()
+
+
+def interrupt(script, target, sig):
+    """Run ``script`` in a child (``writing``), send ``sig`` once it has written half a file, and
+    return (exit status, stderr, the temporary files that existed mid-write)."""
+    with writing(script, target) as child:
+        during = _files.temp_files(target)
+        child.send_signal(sig)
+        _, err = child.communicate(timeout=60)
     return child.returncode, err, during
 
 
@@ -82,19 +109,60 @@ def test_a_save_stopped_mid_write_leaves_the_old_file_and_no_temporary(tmp_path,
     same_network(mr.MLP.load(path), old)
 
 
-def test_a_killed_save_leaves_a_temporary_that_the_next_save_removes(tmp_path):
+@pytest.mark.parametrize("script", [SLOW_SAVE, FOREIGN_SAVE], ids=["own-pid", "foreign-pid"])
+def test_a_killed_save_leaves_a_temporary_that_the_next_write_into_its_folder_removes(tmp_path, script):
     path = tmp_path / "net.npz"
-    code, _, during = interrupt(SLOW_SAVE, path, signal.SIGKILL)
+    code, _, during = interrupt(script, path, signal.SIGKILL)
     assert code == -signal.SIGKILL and not path.exists()
     assert _files.temp_files(path) == during and len(during) == 1   # SIGKILL: nothing can run
-    # a temporary file of another target, and one of a live writer (this process), are kept
-    other = tmp_path / f".other.npz.{os.getpid() + 1}.{'0' * 32}.tmp"
-    live = tmp_path / f".net.npz.{os.getpid()}.{'1' * 32}.tmp"
-    other.write_bytes(b"x")
-    live.write_bytes(b"x")
-    net342(seed=3).save(path)
-    assert sorted(os.listdir(tmp_path)) == sorted(["net.npz", other.name, live.name])
-    same_network(mr.MLP.load(path), net342(seed=3))
+    # files that only look alike are not ours: kept
+    alike = [".net.npz.tmp", f".net.npz.{os.getpid()}.tmp", "net.npz.1.tmp"]
+    for name in alike:
+        (tmp_path / name).write_bytes(b"x")
+    net342(seed=3).save(tmp_path / "other.npz")         # another target, in the same folder
+    assert sorted(os.listdir(tmp_path)) == sorted(["other.npz", *alike])
+    same_network(mr.MLP.load(tmp_path / "other.npz"), net342(seed=3))
+
+
+def test_a_live_writer_keeps_its_temporary_file_whatever_process_id_it_shows(tmp_path):
+    """Its process id names no process here (another PID namespace): while it writes, the saves
+    of this process into the same folder, of its target and of another, leave its file alone,
+    and its own save then completes."""
+    path = tmp_path / "net.npz"
+    with writing(FOREIGN_SAVE, path) as child:
+        live = _files.temp_files(path)
+        assert len(live) == 1 and f".{FOREIGN_PID}." in os.path.basename(live[0])
+        net342(seed=3).save(path)
+        net342(seed=4).save(tmp_path / "other.npz")
+        assert _files.temp_files(path) == live
+        out, err = child.communicate("go on\n", timeout=60)
+        assert (child.returncode, out) == (0, "saved\n"), err
+    same_network(mr.MLP.load(path), net342(seed=2))     # the live writer's save, the last one
+    assert sorted(os.listdir(tmp_path)) == ["net.npz", "other.npz"]
+
+
+CONCURRENT_SAVES = """
+import os, sys, mlp_ref as mr
+os.getpid = lambda: int(sys.argv[1])
+net = mr.MLP([3, 4, 2], seed=int(sys.argv[1]) % 1000)
+for i in range(int(sys.argv[2])):
+    net.save(os.path.join(FOLDER, "shared.npz"))
+    net.save(os.path.join(FOLDER, f"own{sys.argv[1]}.npz"))
+"""
+
+
+def test_writers_with_foreign_process_ids_into_one_folder_all_succeed(tmp_path):
+    """Each writer's cleanup runs beside the other's writes, on its own target and on the shared
+    one: no save fails (a cleanup that took a live file for stale would fail the other's rename)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    script = f"FOLDER = {str(tmp_path)!r}\n" + CONCURRENT_SAVES
+    children = [subprocess.Popen([sys.executable, "-c", script, str(pid), "40"], env=env,
+                                 stderr=subprocess.PIPE, text=True)
+                for pid in (FOREIGN_PID, FOREIGN_PID + 1)]
+    errors = [child.communicate(timeout=120)[1] for child in children]
+    assert [child.returncode for child in children] == [0, 0], errors
+    assert sorted(os.listdir(tmp_path)) == sorted(["shared.npz", f"own{FOREIGN_PID}.npz",
+                                                   f"own{FOREIGN_PID + 1}.npz"])
 
 
 def test_figures_stopped_by_ctrl_c_say_so_in_one_line_and_keep_the_old_file(tmp_path):
@@ -105,6 +173,14 @@ def test_figures_stopped_by_ctrl_c_say_so_in_one_line_and_keep_the_old_file(tmp_
     assert code == 130
     assert err.count("\n") == 1 and "interrupted" in err and "Traceback" not in err, err
     assert path.read_bytes() == b"the old figure" and os.listdir(tmp_path) == [path.name]
+
+
+def test_a_killed_figures_run_is_cleaned_up_by_the_next_run_of_any_figure(tmp_path):
+    path = tmp_path / "projection_cost.png"
+    code, _, during = interrupt(SLOW_FIGURE, path, signal.SIGKILL)
+    assert code == -signal.SIGKILL and len(during) == 1 and os.listdir(tmp_path) == [os.path.basename(during[0])]
+    assert cli.main(["figures", "--out", str(tmp_path), "--only", "seed_problem"]) == 0
+    assert os.listdir(tmp_path) == ["seed_problem.png"]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

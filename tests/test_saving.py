@@ -1,5 +1,6 @@
 """Saving and loading networks: a bit-exact round trip, atomic writes, and a damaged, truncated
 or foreign file named with its path and key."""
+import errno
 import os
 import re
 import zipfile
@@ -46,14 +47,62 @@ def test_save_is_atomic_when_writing_fails(tmp_path, monkeypatch):
 
     def torn_write(f, **arrays):
         f.write(b"PK\x03\x04 half a file")
-        raise OSError("disk full")
+        raise RuntimeError("the writer's own failure")
 
     monkeypatch.setattr(np, "savez", torn_write)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(RuntimeError, match="the writer's own failure"):   # passed on as it came
         net342(seed=2).save(str(path))
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["net.npz"]
     monkeypatch.undo()
     same_network(mr.MLP.load(path), old)
+
+
+def _fills_up_half_way(f, **arrays):
+    f.write(b"PK\x03\x04 half a file")
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def _onto_dev_full(f, **arrays):
+    """The real np.savez into a file whose descriptor now leads to /dev/full: the kernel's own
+    ENOSPC, when the buffered bytes reach it."""
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, f.fileno())
+    os.close(full)
+    SAVEZ(f, **arrays)
+
+
+SAVEZ = np.savez
+DEV_FULL = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+
+
+@pytest.mark.parametrize("writer", [_fills_up_half_way, pytest.param(_onto_dev_full, marks=DEV_FULL)],
+                         ids=["ENOSPC-mid-write", "dev-full"])
+@pytest.mark.parametrize("existed", [True, False], ids=["over-a-file", "new-file"])
+def test_save_on_a_full_disk_names_path_and_leaves_no_partial_file(tmp_path, monkeypatch, writer, existed):
+    """An OSError still (the machine failed, not the argument), errno ENOSPC, but its message
+    starts with path: and says what happened to which file."""
+    path = tmp_path / "net.npz"
+    if existed:
+        net342(seed=1).save(path)
+    before = sorted(os.listdir(tmp_path)), path.read_bytes() if existed else None
+    monkeypatch.setattr(np, "savez", writer)
+    with pytest.raises(OSError) as info:
+        net342(seed=2).save(path)
+    message = str(info.value)
+    assert info.value.errno == errno.ENOSPC and message.startswith(f"path: cannot write {str(path)!r}")
+    assert "the disk is full" in message and ".tmp" not in message
+    assert (sorted(os.listdir(tmp_path)), path.read_bytes() if existed else None) == before
+
+
+def test_save_on_a_disk_that_fills_up_at_fsync_names_path(tmp_path, monkeypatch):
+    """Some file systems (NFS, delayed allocation) report the full disk only when the bytes are
+    forced out."""
+    def fsync(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError, match=r"^path: .*net\.npz.*the disk is full") as info:
+        net342().save(tmp_path / "net.npz")
+    assert info.value.errno == errno.ENOSPC and os.listdir(tmp_path) == []
 
 
 def test_save_refuses_a_network_it_could_not_load(tmp_path):
