@@ -87,11 +87,15 @@ def cmd_figures(args):
               file=sys.stderr)
         return 130
     except OSError as exc:
-        if not str(exc).startswith("out:") and exc.errno in (errno.EPIPE, errno.ENOSPC):
+        # write_all blames its argument out (our --out) for every error of its folder and files
+        named = getattr(exc, "argument", None) == "out"
+        if not named and exc.errno in (errno.EPIPE, errno.ENOSPC):
             raise                   # the progress lines' stdout, not --out: main says so
-        message = str(exc) if str(exc).startswith("out:") else f"{exc.strerror or exc}"
-        print(f"--out: cannot write figures into {args.out!r} ({message})", file=sys.stderr)
-        return 2
+        print(f"--{exc}" if named else f"--out: cannot write figures into {args.out!r} "
+                                       f"({exc.strerror or exc})", file=sys.stderr)
+        # a write that failed (a full disk) is the machine's failure; a folder refused before
+        # any figure is drawn is the command line's: a usage error
+        return 1 if isinstance(exc, _files.WriteError) else 2
     return 0
 
 
@@ -105,14 +109,23 @@ def cmd_bench(args):
     return bench.main(args)
 
 
-def _nonnegative_float(text):
-    """A finite number >= 0 (inf would be no limit, and no size in bytes)."""
+#: --dense-limit-gib at most: 2**20 GiB = 2**50 bytes, a pebibyte, far beyond the memory of any
+#: one machine (the largest hold tens of TiB), so a larger limit can only be a slip of the
+#: exponent; and 2**50 bytes is an exact float and an int that JSON and the reports print as is
+MAX_DENSE_LIMIT_GIB = 2 ** 20
+
+
+def _dense_limit_gib(text):
+    """A size in GiB, above 0 and at most MAX_DENSE_LIMIT_GIB: the dense Jacobian is skipped
+    above it (inf would be no limit and no size; 1e300 GiB overflows as bytes)."""
     try:
         value = float(text)
     except ValueError:
-        value = -1.0
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+        value = math.nan
+    if not 0 < value <= MAX_DENSE_LIMIT_GIB:         # False for NaN too
+        raise argparse.ArgumentTypeError(
+            f"expected a size in GiB above 0 and at most {MAX_DENSE_LIMIT_GIB} (2**50 bytes, more "
+            f"memory than any machine has), got {text!r}")
     return value
 
 
@@ -181,8 +194,9 @@ def build_parser():
     p.add_argument("--repeats", type=whole(1), default=15, help="timed calls per measurement (default 15)")
     p.add_argument("--dense-repeats", type=whole(1), default=3,
                    help="timed calls of the dense-Jacobian sweep (default 3)")
-    p.add_argument("--dense-limit-gib", type=_nonnegative_float, default=2.0,
-                   help="skip the dense Jacobian above this size (default 2 GiB)")
+    p.add_argument("--dense-limit-gib", type=_dense_limit_gib, default=2.0,
+                   help=f"skip the dense Jacobian above this size (default 2 GiB; above 0, at most "
+                        f"{MAX_DENSE_LIMIT_GIB})")
     p.add_argument("--dtype", choices=["float64", "float32", "both"], default="both")
     p.add_argument("--memory-rows", type=rows_list, default=[16, 32, 64, 128, 256, 512, 819],
                    help="memory sizes m of the many-constraints sweep, 5 m constraints each "

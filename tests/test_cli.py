@@ -1,6 +1,7 @@
 """The command line: every command, its output against the measurements it prints, and its
 refusals of bad options."""
 import configparser
+import errno
 import os
 import re
 import subprocess
@@ -130,6 +131,10 @@ BAD_ARGS = [
     (["bench", "--dense-limit-gib", "-1"], "--dense-limit-gib"),
     (["bench", "--dtype", "float16"], "--dtype"),
     (["bench", "--dense-limit-gib", "inf"], "--dense-limit-gib"),
+    (["bench", "--dense-limit-gib", "nan"], "--dense-limit-gib"),
+    (["bench", "--dense-limit-gib", "0"], "--dense-limit-gib"),
+    (["bench", "--dense-limit-gib", "1e300"], "--dense-limit-gib: expected a size in GiB above 0 and at most"),
+    (["bench", "--dense-limit-gib", str(cli.MAX_DENSE_LIMIT_GIB * 2)], "--dense-limit-gib"),
     (["bench", "--sizes", f"{2**70},2"], "--sizes: widths"),
     (["bench", "--sizes", "100000000,100000000"], "--sizes: widths"),
     (["bench", "--memory-rows", "16,0"], "--memory-rows"),
@@ -188,7 +193,65 @@ def test_a_reader_that_goes_away_or_a_full_disk_is_one_line_not_a_traceback():
 
 def test_figures_into_an_unwritable_folder_says_so(capsys):
     assert cli.main(["figures", "--out", "/proc/no/such/folder", "--only", "seed_problem.png"]) == 2
-    assert "--out: cannot write figures into '/proc/no/such/folder'" in capsys.readouterr().err
+    assert capsys.readouterr().err.startswith("--out: cannot make the folder '/proc/no/such/folder'")
+
+
+def test_bench_dense_limit_takes_the_largest_size_it_states():
+    """The bound is 2**50 bytes: at it, the limit is still an exact number of bytes."""
+    args = cli.build_parser().parse_args(["bench", "--dense-limit-gib", str(cli.MAX_DENSE_LIMIT_GIB)])
+    assert int(args.dense_limit_gib * 2**30) == 2**50
+    with pytest.raises(SystemExit) as info:
+        cli.build_parser().parse_args(["bench", "--dense-limit-gib", str(cli.MAX_DENSE_LIMIT_GIB * 1.0001)])
+    assert info.value.code == 2
+
+
+def test_bench_dense_limit_1e300_is_one_usage_line_not_a_traceback():
+    res = run("bench", "--dense-limit-gib", "1e300")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    errors = [line for line in res.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "--dense-limit-gib" in errors[0] and "'1e300'" in errors[0]
+
+
+def _full_disk_savefig(monkeypatch):
+    """Figure.savefig writing into a full disk: the real savefig onto /dev/full (the kernel's own
+    ENOSPC) where there is one, else half a figure and then ENOSPC."""
+    import matplotlib.figure
+    savefig = matplotlib.figure.Figure.savefig
+
+    def full(self, f, **kwargs):
+        if os.path.exists("/dev/full"):
+            full_disk = os.open("/dev/full", os.O_WRONLY)
+            os.dup2(full_disk, f.fileno())
+            os.close(full_disk)
+            return savefig(self, f, **kwargs)
+        f.write(b"\x89PNG half a figure")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", full)
+
+
+def test_figures_on_a_full_disk_name_the_file_they_could_not_write(tmp_path, monkeypatch, capsys):
+    """Not "cannot write the output" (stdout's message): the figure file in --out, in one line,
+    exit status 1 (the machine failed, not the command line), and nothing half-written left."""
+    (tmp_path / "projection_cost.png").write_bytes(b"the old figure")
+    _full_disk_savefig(monkeypatch)
+    assert cli.main(["figures", "--out", str(tmp_path), "--only", "projection_cost"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"--out: cannot write {str(tmp_path / 'projection_cost.png')!r}: the disk is full")
+    assert os.listdir(tmp_path) == ["projection_cost.png"]
+    assert (tmp_path / "projection_cost.png").read_bytes() == b"the old figure"
+
+
+def test_figures_whose_folder_cannot_be_made_on_a_full_disk_name_it(tmp_path, monkeypatch, capsys):
+    from mlp_ref import plots  # noqa: F401  (matplotlib makes its own folders when imported)
+
+    def makedirs(name, mode=0o777, exist_ok=False):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(os, "makedirs", makedirs)
+    out = tmp_path / "new"
+    assert cli.main(["figures", "--out", str(out), "--only", "projection_cost"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"--out: cannot make the folder {str(out)!r}")
 
 
 def test_the_declared_floors_hold_here_and_ci_tests_them():
