@@ -40,12 +40,18 @@ def overflow_is_reported(function):
     """``function`` run with NumPy's overflow and invalid-value warnings off: it checks its own
     results for inf and NaN and raises a ValueError naming what is to blame, and that error is
     the whole report. (Whether a matmul that overflows also warns depends on the CPU kernel
-    that runs it: some do, some do not; the error is raised on every machine.)"""
-    @functools.wraps(function)
-    def checked(*args, **kwargs):
-        with np.errstate(over="ignore", invalid="ignore"):
-            return function(*args, **kwargs)
-    return checked
+    that runs it: some do, some do not; the error is raised on every machine.) An errstate of
+    its own for each function: one instance entered twice at once would not restore the state."""
+    return np.errstate(over="ignore", invalid="ignore")(function)
+
+
+def finite(a):
+    """Whether every entry of ``a`` is finite: one reduction in C (``ndarray.all`` goes through
+    NumPy's Python layer, which a debugger stepping through the lesson would walk into)."""
+    return bool(_ALL(np.isfinite(a), axis=None))
+
+
+_ALL = np.logical_and.reduce
 
 
 def describe(x):
@@ -83,6 +89,8 @@ def as_array(name, x, dtype, finite=True):
         with np.errstate(over="ignore"):         # 1e300 -> inf in float32: the caller sees it
             return arr.astype(dtype, copy=False)
     _all_finite(name, arr, "expected finite values")
+    if arr.dtype == dtype:
+        return arr
     # A narrowing cast is checked again, with its own message: 1e300 is finite but becomes
     # inf in float32, and "expected finite values, got inf" would blame a value nobody wrote.
     with np.errstate(over="ignore"):
@@ -95,10 +103,9 @@ def as_array(name, x, dtype, finite=True):
 
 def _all_finite(name, arr, expected, original=None):
     """Raise ValueError naming the first non-finite entry of ``arr`` (and how many there are)."""
-    finite = np.isfinite(arr)
-    if finite.all():
+    if finite(arr):
         return
-    bad = np.argwhere(~finite)
+    bad = np.argwhere(~np.isfinite(arr))
     where = tuple(int(i) for i in bad[0])
     value = (arr if original is None else original)[where]
     at = f" at index {where}" if where else ""
@@ -111,6 +118,9 @@ def matrix(name, x, dtype, width=None, width_name="columns", symbol="d"):
 
     ``symbol`` names the width in messages when it is not fixed: (n, d) for inputs, (n, K) for outputs.
     """
+    if (type(x) is np.ndarray and x.dtype == dtype and x.ndim == 2 and x.shape[0] >= 1
+            and x.shape[1] == (x.shape[1] if width is None else width) >= 1 and finite(x)):
+        return x                                      # the common case, right as it came
     arr = as_array(name, x, dtype)
     shape = f"(n, {width if width is not None else symbol})"
     if arr.ndim != 2:
@@ -141,10 +151,10 @@ def _reshape_hint(name, arr, width):
 
 
 def rows_or_vector(name, x, dtype, n, K):
-    """An (n, K) array, or a (K,) vector broadcast (read-only) to every one of the n rows."""
+    """An (n, K) array, or a (K,) vector repeated for every one of the n rows (a new array)."""
     arr = as_array(name, x, dtype)
     if arr.shape == (K,):
-        return np.broadcast_to(arr, (n, K))
+        return arr[np.newaxis].repeat(n, axis=0)
     if arr.shape != (n, K):
         hint = f" (transposed? {name}.T has shape ({n}, {K}))" if arr.shape == (K, n) else ""
         raise BadValue(f"{name}: expected shape ({n}, {K}) or ({K},), got shape {arr.shape}{hint}", argument=name)
@@ -229,6 +239,7 @@ def path(name, x):
     return text
 
 
+@functools.lru_cache(maxsize=None)
 def machine_memory():
     """This machine's physical memory in bytes (None where the OS does not say): the bound for
     sizes that could never be allocated, checked before NumPy tries."""
@@ -239,12 +250,13 @@ def machine_memory():
 
 
 def fits_in_memory(name, nbytes, what):
-    """Refuse (ValueError naming ``name``) ``what`` needing ``nbytes`` bytes when that is more
-    than this machine's physical memory: a MemoryError from deep inside NumPy names nothing."""
+    """Refuse (ValueError naming ``name``) the rows of ``name`` when ``what`` (the forward
+    "record", say) needs ``nbytes`` bytes for them, more than this machine's physical memory:
+    a MemoryError from deep inside NumPy names nothing."""
     memory = machine_memory()
     if memory is not None and nbytes > memory:
-        raise BadValue(f"{name}: {what} needs {gib(nbytes)}, more than this machine's memory "
-                       f"({gib(memory)}); pass fewer rows at a time", argument=name)
+        raise BadValue(f"{name}: {what} for its rows needs {gib(nbytes)}, more than this machine's "
+                       f"memory ({gib(memory)}); pass fewer rows at a time", argument=name)
 
 
 def gib(n):

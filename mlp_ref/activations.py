@@ -12,7 +12,8 @@ record already holds ``a``: backward never recomputes an activation.
 Numerical care: no function here overflows for any finite input, float32 or float64.
 Results that *underflow* (exp(-1e308) = 0, a tiny a squared) are rounded to 0 or to a
 subnormal on purpose -- that is the correctly rounded answer -- so underflow is silenced
-locally; it would otherwise trip ``np.errstate(all="raise")`` in a student's session.
+for each function that can underflow (``@np.errstate(under="ignore")``); it would otherwise
+trip ``np.errstate(all="raise")`` in a student's session.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ class Activation(NamedTuple):
     df: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
+@np.errstate(under="ignore")
 def sigmoid(z):
     """sigma(z) = 1 / (1 + exp(-z)), computed without overflow for any finite z.
 
@@ -36,29 +38,28 @@ def sigmoid(z):
     sigma(z) = 1 / (1 + e)   for z >= 0,   and   e / (1 + e)   for z < 0,   e = exp(-|z|).
     """
     z = np.asarray(z)
-    with np.errstate(under="ignore"):
-        e = np.exp(-np.abs(z))
-        return np.where(z >= 0, 1.0, e) / (1.0 + e)
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0, 1.0, e) / (1.0 + e)
 
 
+@np.errstate(under="ignore")
 def sigmoid_grad(z, a):
     """sigma'(z) = sigma(z) (1 - sigma(z)) = a (1 - a), a new array."""
-    with np.errstate(under="ignore"):
-        return a * (1.0 - a)
+    return a * (1.0 - a)
 
 
+@np.errstate(under="ignore")
 def tanh(z):
     """tanh(z); NumPy's tanh saturates to +-1 without overflow. A subnormal z gives a
     subnormal tanh(z) = z, and some of NumPy's kernels flag that as an underflow (its scalar
     one does, its vector ones do not): silenced, as everywhere here."""
-    with np.errstate(under="ignore"):
-        return np.tanh(z)
+    return np.tanh(z)
 
 
+@np.errstate(under="ignore")
 def tanh_grad(z, a):
     """tanh'(z) = 1 - tanh(z)^2 = 1 - a^2, a new array."""
-    with np.errstate(under="ignore"):
-        return 1.0 - a * a
+    return 1.0 - a * a
 
 
 def relu(z):

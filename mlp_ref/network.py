@@ -176,7 +176,7 @@ class Model:
         check_writable(self)
         with np.errstate(over="ignore", invalid="ignore"):
             new = {k: self.params[k] - lr * D[k] for k in self.params}     # theta - lr * D
-        broken = [k for k, v in new.items() if not np.isfinite(v).all()]
+        broken = [k for k, v in new.items() if not _checks.finite(v)]
         if broken:
             raise overflow_error(self, broken, lr, D)
         for k, v in new.items():
@@ -189,8 +189,7 @@ def check_inputs(net, X, name="X"):
     forward record (every z_l and a_l: n x 2 (n_1 + ... + n_L) numbers) fits in this machine's
     memory: a batch too large is refused before NumPy tries, naming its rows."""
     X = _checks.matrix(name, X, net.dtype, width=net.sizes[0], width_name="input columns")
-    _checks.fits_in_memory(name, X.shape[0] * 2 * sum(net.sizes[1:]) * net.dtype.itemsize,
-                           f"{X.shape[0]} rows, whose forward record")
+    _checks.fits_in_memory(name, X.shape[0] * 2 * sum(net.sizes[1:]) * net.dtype.itemsize, "record")
     return X
 
 
@@ -223,7 +222,7 @@ def overflow_error(net, broken, lr, D):
     """The error for a step whose new values would not be finite (D itself is finite): the
     parameters that already were not, or else lr."""
     already = [f"{k} ({_checks.count_nonfinite(net.params[k])})" for k in broken
-               if not np.isfinite(net.params[k]).all()]
+               if not _checks.finite(net.params[k])]
     if already:
         return BadValue(f"net: parameter{'s' if len(already) > 1 else ''} {', '.join(already)} "
                         f"already hold{'' if len(already) > 1 else 's'} NaN/inf, whatever the step; "
@@ -304,6 +303,11 @@ class MLP(Model):
 
     # -- description -------------------------------------------------------------------
     @property
+    def _stage_widths(self):
+        """The widths of a0, z1, a1, ..., zL, aL."""
+        return [self.sizes[0], *(w for w in self.sizes[1:] for _ in "za")]
+
+    @property
     def activations(self):
         """Activation names per layer 1 .. L (the last is the output's)."""
         return [act.name for act in self._acts]
@@ -353,7 +357,7 @@ class MLP(Model):
         for l, act in enumerate(self._acts, start=1):
             z = record.z[l] = a @ self.params[f"W{l}"] + self.params[f"b{l}"]
             a = record.a[l] = act.f(z)
-        if not np.isfinite(record.output).all():
+        if not _checks.finite(a):                       # a = a_L, the output
             raise self._why_not_finite(record)
         return record
 
@@ -361,7 +365,7 @@ class MLP(Model):
         """The error for a non-finite output, naming what is to blame: the parameter that holds
         NaN/inf, X when it is the large factor of z1, else the stage that overflowed."""
         broken = [f"{k} ({_checks.count_nonfinite(v)})" for k, v in self.params.items()
-                  if not np.isfinite(v).all()]
+                  if not _checks.finite(v)]
         if broken:
             which = "parameter" if len(broken) == 1 else "parameters"
             return BadValue(f"forward: output is not finite because {which} {', '.join(broken)} "
@@ -369,7 +373,7 @@ class MLP(Model):
                             f"typically an update with too large a learning rate, or a value set by hand. "
                             f"Rebuild or reload the network (net.copy() before a risky step keeps a good one)",
                             argument="forward")
-        stage = next(k for k, v in record.stages.items() if not np.isfinite(v).all())
+        stage = next(k for k, v in record.stages.items() if not _checks.finite(v))
         l = int(stage[1:])
         big_X, big_W = float(np.abs(record.X).max()), float(np.abs(self.params["W1"]).max())
         if stage == "z1" and big_X > big_W:      # the input, not the weights, is what is huge
@@ -398,7 +402,7 @@ class MLP(Model):
         with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named below
             for l in range(layer, self.depth + 1):
                 a = self._acts[l - 1].f(a @ self.params[f"W{l}"] + self.params[f"b{l}"])
-        if not np.isfinite(a).all():
+        if not _checks.finite(a):
             raise self._why_from_not_finite(layer, a_prev)
         return a
 
@@ -406,7 +410,7 @@ class MLP(Model):
         """The error for a non-finite output of ``forward_from``: a parameter it reads that
         holds NaN/inf, else a_prev or the weights, whichever is the larger factor."""
         used = [f"{kind}{l}" for l in range(layer, self.depth + 1) for kind in "Wb"]
-        broken = [k for k in used if not np.isfinite(self.params[k]).all()]
+        broken = [k for k in used if not _checks.finite(self.params[k])]
         if broken:
             return BadValue(f"forward_from: the output is not finite because {', '.join(broken)} "
                             f"{'holds' if len(broken) == 1 else 'hold'} NaN/inf; rebuild or reload the network",
@@ -464,10 +468,10 @@ class MLP(Model):
         A NaN or inf in any stage reaches a gradient or da0: one in dz_l makes its column sum
         db_l NaN or inf, and one in da_l (l >= 1) makes dz_l = da_l * f'(z_l) NaN or inf, as
         inf * 0 is NaN. So when the gradients and da0 are finite, every stage is."""
-        if all(np.isfinite(v).all() for v in (*grads.values(), stages["da0"])):
+        if all(_checks.finite(v) for v in (*grads.values(), stages["da0"])):
             return
-        broken = next(k for k, v in stages.items() if not np.isfinite(v).all())
-        torn = next((k for k, v in record.stages.items() if not np.isfinite(v).all()), None)
+        broken = next(k for k, v in stages.items() if not _checks.finite(v))
+        torn = next((k for k, v in record.stages.items() if not _checks.finite(v)), None)
         if torn is not None:
             raise BadValue(f"record: stage {torn} holds NaN/inf "
                            f"({_checks.count_nonfinite(record.stages[torn])}), which no record of "
@@ -482,10 +486,25 @@ class MLP(Model):
                        f"the parameters are too large", argument="backward")
 
     def check_record(self, record):
-        """Raise TypeError/ValueError unless ``record`` is a whole forward record of this network."""
+        """Raise TypeError/ValueError unless ``record`` is a whole forward record of this network:
+        a0, z1, a1, ..., zL, aL, each an (n, n_l) array of the network's dtype."""
         if not isinstance(record, Forward):
             raise BadType(f"record: expected the Forward record returned by net.forward(X), "
                           f"got {_checks.describe(record)}", argument="record")
+        try:                            # the record as forward makes it: compared in one go
+            arrays = [record.a[0], *(v for l in range(1, self.depth + 1) for v in (record.z[l], record.a[l]))]
+            layout = [(type(v), v.shape, v.dtype) for v in arrays]
+            n = arrays[0].shape[0]
+        except (KeyError, TypeError, AttributeError, IndexError):
+            layout = n = None
+        if (layout == [(np.ndarray, (n, w), self.dtype) for w in self._stage_widths]
+                and len(record.a) == self.depth + 1 and len(record.z) == self.depth):
+            return
+        self._why_not_a_record(record)
+
+    def _why_not_a_record(self, record):
+        """Raise the error that says what is wrong with a record that is not as forward makes it
+        (or nothing, for a right record whose arrays are of a subclass of ndarray)."""
         L, a, z = self.depth, record.a, record.z
         complete = (isinstance(a, dict) and isinstance(z, dict)
                     and set(a) == set(range(L + 1)) and set(z) == set(range(1, L + 1))
