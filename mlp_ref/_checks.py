@@ -37,12 +37,13 @@ class BadType(ArgumentError, TypeError):
 
 
 def overflow_is_reported(function):
-    """``function`` run with NumPy's overflow and invalid-value warnings off: it checks its own
-    results for inf and NaN and raises a ValueError naming what is to blame, and that error is
-    the whole report. (Whether a matmul that overflows also warns depends on the CPU kernel
-    that runs it: some do, some do not; the error is raised on every machine.) An errstate of
-    its own for each function: one instance entered twice at once would not restore the state."""
-    return np.errstate(over="ignore", invalid="ignore")(function)
+    """``function`` run with NumPy's floating-point warnings off but for division by zero: it
+    checks its own results for inf and NaN and raises a ValueError naming what is to blame,
+    and that error is the whole report. (Whether a matmul that overflows also warns depends on
+    the CPU kernel that runs it: some do, some do not; the error is raised on every machine.)
+    Underflow is the correctly rounded answer (activations.py). An errstate of its own for
+    each function: one instance entered twice at once would not restore the state."""
+    return np.errstate(over="ignore", invalid="ignore", under="ignore")(function)
 
 
 def finite(a):

@@ -11,9 +11,10 @@ record already holds ``a``: backward never recomputes an activation.
 
 Numerical care: no function here overflows for any finite input, float32 or float64.
 Results that *underflow* (exp(-1e308) = 0, a tiny a squared) are rounded to 0 or to a
-subnormal on purpose -- that is the correctly rounded answer -- so underflow is silenced
-for each function that can underflow (``@np.errstate(under="ignore")``); it would otherwise
-trip ``np.errstate(all="raise")`` in a student's session.
+subnormal on purpose: that is the correctly rounded answer. NumPy ignores underflow by default;
+``MLP.forward`` and ``MLP.backward`` ignore it for their whole pass, so that
+``np.errstate(all="raise")`` in a student's session trips on an overflow, never on a result
+rounded to zero. Called on their own, these functions leave underflow to the caller's errstate.
 """
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ class Activation(NamedTuple):
     df: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-@np.errstate(under="ignore")
 def sigmoid(z):
     """sigma(z) = 1 / (1 + exp(-z)), computed without overflow for any finite z.
 
@@ -42,21 +42,18 @@ def sigmoid(z):
     return np.where(z >= 0, 1.0, e) / (1.0 + e)
 
 
-@np.errstate(under="ignore")
 def sigmoid_grad(z, a):
     """sigma'(z) = sigma(z) (1 - sigma(z)) = a (1 - a), a new array."""
     return a * (1.0 - a)
 
 
-@np.errstate(under="ignore")
 def tanh(z):
-    """tanh(z); NumPy's tanh saturates to +-1 without overflow. A subnormal z gives a
-    subnormal tanh(z) = z, and some of NumPy's kernels flag that as an underflow (its scalar
-    one does, its vector ones do not): silenced, as everywhere here."""
+    """tanh(z); NumPy's tanh saturates to +-1 without overflow. (A subnormal z gives a
+    subnormal tanh(z) = z, which NumPy's scalar kernel flags as an underflow and its vector
+    kernels do not: see the module's docstring.)"""
     return np.tanh(z)
 
 
-@np.errstate(under="ignore")
 def tanh_grad(z, a):
     """tanh'(z) = 1 - tanh(z)^2 = 1 - a^2, a new array."""
     return 1.0 - a * a

@@ -388,6 +388,7 @@ class MLP(Model):
                         f"although every parameter is finite; the parameters are too large, typically "
                         f"after an update with too large a learning rate", argument="forward")
 
+    @_checks.overflow_is_reported
     def forward_from(self, layer, a_prev):
         """The output of layers ``layer`` .. L started from their input ``a_prev`` = a_{layer-1}.
 
@@ -399,9 +400,8 @@ class MLP(Model):
                             f"itself), got {layer}", argument="layer")
         a = a_prev = _checks.matrix("a_prev", a_prev, self.dtype, width=self.sizes[layer - 1],
                                     width_name=f"columns (the width of layer {layer - 1})")
-        with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named below
-            for l in range(layer, self.depth + 1):
-                a = self._acts[l - 1].f(a @ self.params[f"W{l}"] + self.params[f"b{l}"])
+        for l in range(layer, self.depth + 1):
+            a = self._acts[l - 1].f(a @ self.params[f"W{l}"] + self.params[f"b{l}"])
         if not _checks.finite(a):
             raise self._why_from_not_finite(layer, a_prev)
         return a

@@ -1,0 +1,103 @@
+"""Stepping through the lesson in a debugger meets the chain rule, not the guard rails.
+
+A debugger's ``s`` stops at every line Python runs: ``sys.settrace`` counts the same "line"
+events. On the seed network (3-4-2 sigmoid, the answer's 8 samples, G = [0, -1]) a class
+stepping into ``net.forward`` walks at most 50 lines, into ``net.backward`` at most 150, and the
+first call is as short as the second (nothing is imported lazily on the way). ``s`` on the
+``dz`` line of backward's loop lands in the activation's derivative.
+"""
+import inspect
+import subprocess
+import sys
+
+from mlp_ref import activations, fixes
+from mlp_ref.setups import G_QUESTION, seed_setup
+
+from _runs import ROOT
+
+
+def events(call):
+    """(the number of "line" events while ``call()`` runs, the functions it called in order)."""
+    lines, calls = [0], []
+
+    def tracer(frame, event, arg):
+        if event == "line":
+            lines[0] += 1
+        elif event == "call":
+            calls.append((frame.f_code.co_filename, frame.f_code.co_name))
+        return tracer
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        call()
+    finally:
+        sys.settrace(previous)
+    return lines[0], calls
+
+
+def test_forward_and_backward_are_short_to_step_through():
+    net, X, _ = seed_setup()
+    record = net.forward(X)
+    net.backward(record, G_QUESTION)
+    assert events(lambda: net.forward(X))[0] <= 50
+    assert events(lambda: net.backward(record, G_QUESTION))[0] <= 150
+
+
+def test_project_is_short_to_step_through():
+    net, X, _ = seed_setup()
+    fixes.project(net, X, G_QUESTION)
+    assert events(lambda: fixes.project(net, X, G_QUESTION))[0] <= 1000
+
+
+def test_s_on_the_dz_line_lands_in_the_activations_derivative():
+    """The first function called from the ``dz`` line is the derivative of that layer's
+    activation (identity at the output, then sigmoid), not NumPy's machinery."""
+    from mlp_ref import network
+    net, X, _ = seed_setup()
+    record = net.forward(X)
+    source = inspect.unwrap(network.MLP.backward)            # the body, under its errstate
+    lines, first = inspect.getsourcelines(source)
+    dz_line = next(first + i for i, text in enumerate(lines) if text.lstrip().startswith("dz = "))
+    landed = []
+
+    def tracer(frame, event, arg):
+        if event == "line" and frame.f_code is source.__code__ and frame.f_lineno == dz_line:
+            landed.append(None)                          # the next call is the one to record
+        elif event == "call" and landed and landed[-1] is None:
+            landed[-1] = frame.f_code.co_name
+        return tracer
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        net.backward(record, G_QUESTION)
+    finally:
+        sys.settrace(previous)
+    assert landed == [activations.identity_grad.__name__, activations.sigmoid_grad.__name__]
+
+
+def test_the_first_step_into_backward_is_as_short_as_the_second():
+    """In a fresh process: no import happens inside the first forward or backward."""
+    script = """
+import sys
+import mlp_ref
+from mlp_ref.setups import G_QUESTION, seed_setup
+net, X, _ = seed_setup()
+counts = []
+def tracer(frame, event, arg):
+    if event == "line":
+        counts[-1] += 1
+    return tracer
+for _ in range(2):
+    for call in (lambda: net.forward(X), lambda: net.backward(net.forward(X), G_QUESTION)):
+        counts.append(0)
+        sys.settrace(tracer)
+        call()
+        sys.settrace(None)
+print(counts)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         cwd=ROOT).stdout
+    first_forward, first_both, second_forward, second_both = eval(out)
+    assert (first_forward, first_both) == (second_forward, second_both)
