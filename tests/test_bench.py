@@ -216,7 +216,7 @@ def test_the_gram_projection_never_holds_n_times_P_numbers(keep_X_rows):
 
 
 def test_committed_projection_cost_data_backs_the_readme():
-    """The README's sentence under projection_cost.png, on the committed measurements."""
+    """benchmarks/README.md's sentence under projection_cost.png, on the committed measurements."""
     d = projection_cost_data(load_projection_cost(), "float64")
     measured = ~np.isnan(d["dense_s"])
     assert measured.all() and list(d["n"]) == [16, 32, 64, 128, 256]
@@ -227,12 +227,13 @@ def test_committed_projection_cost_data_backs_the_readme():
 
 
 def readme():
+    """benchmarks/README.md, the performance write-up, its whitespace collapsed."""
     from pathlib import Path
-    return " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    return " ".join((Path(__file__).resolve().parents[1] / "benchmarks" / "README.md").read_text().split())
 
 
 def test_committed_bench_run_backs_the_readme_performance_claims():
-    """The README's performance paragraphs, number by number, on the committed run (a
+    """The performance write-up's paragraphs, number by number, on the committed run (a
     measurement, not a live timing)."""
     data = load_projection_cost()
     results = {r["dtype"]: r for r in data["results"]}
