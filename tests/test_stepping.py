@@ -101,3 +101,14 @@ print(counts)
                          cwd=ROOT).stdout
     first_forward, first_both, second_forward, second_both = eval(out)
     assert (first_forward, first_both) == (second_forward, second_both)
+
+
+def test_the_teachers_guide_breaks_on_the_first_line_of_backwards_body():
+    """tutorials/README.md's pdb command stops on ``stages = {"dout": ...}``."""
+    from mlp_ref import network
+    guide = (ROOT / "tutorials" / "README.md").read_text()
+    number = int(guide.split('b $PWD/mlp_ref/network.py:', 1)[1].split('"', 1)[0])
+    lines = (ROOT / "mlp_ref" / "network.py").read_text().splitlines()
+    assert lines[number - 1].lstrip().startswith('stages = {"dout"')
+    assert f"Line {number} of `mlp_ref/network.py`" in guide
+    assert inspect.getsourcelines(inspect.unwrap(network.MLP.backward))[1] < number
