@@ -170,13 +170,16 @@ def mask(name, x, dtype, n, K):
     return arr
 
 
-def positive_int(name, x, minimum=1):
+def whole_number(name, x, minimum=1):
     """A whole number >= minimum; bools and floats (even 3.0) are refused, NumPy ints are fine."""
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Integral):
         raise BadType(f"{name}: expected a whole number >= {minimum}, got {describe(x)}", argument=name)
     if x < minimum:
         raise BadValue(f"{name}: expected a whole number >= {minimum}, got {x}", argument=name)
     return int(x)
+
+
+positive_int = whole_number     # the name fixes.py still uses (minimum=0 there: not "positive")
 
 
 def seed(name, x):
@@ -282,4 +285,4 @@ def check_sizes(sizes):
     if len(sizes) < 2:
         raise BadValue(f"sizes: expected at least two positive whole numbers "
                        f"(inputs and outputs), got {list(sizes)}", argument="sizes")
-    return [positive_int(f"sizes[{i}]", s) for i, s in enumerate(sizes)]
+    return [whole_number(f"sizes[{i}]", s) for i, s in enumerate(sizes)]

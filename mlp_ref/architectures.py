@@ -314,7 +314,9 @@ class TowerForward:
 
 
 class TwoTower(_Composed):
-    """One independent MLP ("tower") per group of outputs; nothing is shared.
+    """One independent MLP ("tower") per group of outputs; nothing is shared. Named for the
+    question's two outputs and two towers (the default groups); any partition of the outputs
+    into groups gives one tower per group.
 
         O[:, groups[k]] = tower_k(X),     tower k of sizes [d, n_1, ..., n_{L-1}, len(groups[k])]
 

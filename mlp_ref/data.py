@@ -30,7 +30,7 @@ def seed_data(n=8, seed=0, noise=0.01):
     X : ndarray, shape (n, 3)       uniform in [0, 1)
     Y : ndarray, shape (n, 2)       columns x1+x2+x3 and x1^2+x2^2+x3^2, plus noise
     """
-    n = _checks.positive_int("n", n)
+    n = _checks.whole_number("n", n)
     noise = _checks.real("noise", noise, low=0.0)
     rng = np.random.default_rng(_checks.seed("seed", seed))
     X = rng.random((n, INPUT_DIM))
@@ -46,7 +46,7 @@ def probe_inputs(n=256, seed=1):
 
     The default seed differs from ``seed_data``'s, so the probes are not the batch.
     """
-    n = _checks.positive_int("n", n)
+    n = _checks.whole_number("n", n)
     return np.random.default_rng(_checks.seed("seed", seed)).random((n, INPUT_DIM))
 
 

@@ -394,7 +394,7 @@ class MLP(Model):
 
         Used by the gradient checker to perturb an intermediate stage and see the effect.
         """
-        layer = _checks.positive_int("layer", layer)
+        layer = _checks.whole_number("layer", layer)
         if layer > self.depth + 1:
             raise BadValue(f"layer: expected a layer 1 .. {self.depth + 1} (L + 1: the output "
                             f"itself), got {layer}", argument="layer")
