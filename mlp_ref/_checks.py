@@ -8,6 +8,7 @@ error from deep inside the code.
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 import os
 import reprlib
@@ -170,13 +171,25 @@ def mask(name, x, dtype, n, K):
     return arr
 
 
-def whole_number(name, x, minimum=1):
-    """A whole number >= minimum; bools and floats (even 3.0) are refused, NumPy ints are fine."""
+def whole_number(name, x, minimum=1, maximum=None, top=""):
+    """A whole number >= minimum (and <= maximum, ``top`` saying what that is); bools and
+    floats (even 3.0) are refused, NumPy ints are fine."""
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Integral):
         raise BadType(f"{name}: expected a whole number >= {minimum}, got {describe(x)}", argument=name)
     if x < minimum:
         raise BadValue(f"{name}: expected a whole number >= {minimum}, got {x}", argument=name)
+    if maximum is not None and x > maximum:
+        raise BadValue(f"{name}: expected a {name} {minimum} .. {maximum} {top}, got {x}", argument=name)
     return int(x)
+
+
+def layer_number(name, l, depth):
+    """A layer number 1 .. depth (bools refused)."""
+    if isinstance(l, bool) or not isinstance(l, numbers.Integral):
+        raise BadType(f"{name}: expected a layer number 1 .. {depth}, got {describe(l)}", argument=name)
+    if not 1 <= l <= depth:
+        raise BadValue(f"{name}: expected a layer number 1 .. {depth}, got {l}", argument=name)
+    return int(l)
 
 
 positive_int = whole_number     # the name fixes.py still uses (minimum=0 there: not "positive")
@@ -286,3 +299,132 @@ def check_sizes(sizes):
         raise BadValue(f"sizes: expected at least two positive whole numbers "
                        f"(inputs and outputs), got {list(sizes)}", argument="sizes")
     return [whole_number(f"sizes[{i}]", s) for i, s in enumerate(sizes)]
+
+
+# -- the network's arguments ---------------------------------------------------------------
+def check_inputs(net, X, name="X"):
+    """X (or keep_X, ...) as a finite (n, d) array of the network's dtype, d = sizes[0], whose
+    forward record (every z_l and a_l: n x 2 (n_1 + ... + n_L) numbers) fits in this machine's
+    memory: a batch too large is refused before NumPy tries, naming its rows."""
+    X = matrix(name, X, net.dtype, width=net.sizes[0], width_name="input columns")
+    fits_in_memory(name, X.shape[0] * 2 * sum(net.sizes[1:]) * net.dtype.itemsize, "record")
+    return X
+
+
+def check_lr(lr, dtype):
+    """lr > 0 as a scalar of ``dtype``, refusing one that rounds to 0 or inf there."""
+    return check_representable("lr", real("lr", lr, low=0.0, low_inclusive=False), dtype)
+
+
+def check_representable(name, value, dtype):
+    """A positive number as a scalar of ``dtype``, refusing one that rounds to 0 or inf there."""
+    with np.errstate(over="ignore", under="ignore"):
+        scalar = np.dtype(dtype).type(value)
+    if not np.isfinite(scalar) or scalar == 0:
+        raise BadValue(f"{name}: expected a value representable in {dtype} "
+                       f"(between {np.finfo(dtype).smallest_subnormal:.3g} and "
+                       f"{np.finfo(dtype).max:.3g}), got {value}", argument=name)
+    return scalar
+
+
+def check_writable(net):
+    """Raise ValueError unless every parameter array can be written in place."""
+    frozen = [k for k, v in net.params.items() if not v.flags.writeable]
+    if frozen:
+        raise BadValue(f"net: parameters {frozen} are read-only arrays (loaded with mmap_mode='r', "
+                       f"or set by hand?); nothing was changed. Give the network writable "
+                       f"copies: net.params[k] = net.params[k].copy()", argument="net")
+
+
+def record(net, record, kind):
+    """Raise TypeError/ValueError unless ``record`` is a whole forward record of this network:
+    a0, z1, a1, ..., zL, aL, each an (n, n_l) array of the network's dtype."""
+    if not isinstance(record, kind):
+        raise BadType(f"record: expected the Forward record returned by net.forward(X), "
+                      f"got {describe(record)}", argument="record")
+    try:                            # the record as forward makes it: compared in one go
+        arrays = [record.a[0], *(v for l in range(1, net.depth + 1) for v in (record.z[l], record.a[l]))]
+        layout = [(type(v), v.shape, v.dtype) for v in arrays]
+        n = arrays[0].shape[0]
+    except (KeyError, TypeError, AttributeError, IndexError):
+        layout = n = None
+    widths = [net.sizes[0], *(w for w in net.sizes[1:] for _ in "za")]      # a0, z1, a1, ...
+    if (layout == [(np.ndarray, (n, w), net.dtype) for w in widths]
+            and len(record.a) == net.depth + 1 and len(record.z) == net.depth):
+        return
+    _why_not_a_record(net, record)
+
+
+def _why_not_a_record(net, record):
+    """Raise the error that says what is wrong with a record that is not as forward makes it
+    (or nothing, for a right record whose arrays are of a subclass of ndarray)."""
+    L, a, z = net.depth, record.a, record.z
+    complete = (isinstance(a, dict) and isinstance(z, dict)
+                and set(a) == set(range(L + 1)) and set(z) == set(range(1, L + 1))
+                and all(isinstance(v, np.ndarray) and v.ndim == 2
+                        for v in [*a.values(), *z.values()]))
+    if not complete:
+        raise BadValue(f"record: expected a forward record of a network with sizes {net.sizes} "
+                       f"(2-D arrays a[0..{L}] and z[1..{L}]), got a {_keys(a)} and z {_keys(z)}",
+                       argument="record")
+    widths = [a[l].shape[1] for l in range(L + 1)]
+    if widths != net.sizes:
+        raise BadValue(f"record: expected a forward record of a network with sizes "
+                       f"{net.sizes}, got one with widths {widths}", argument="record")
+    wrong = {k: v.dtype for k, v in record.stages.items() if v.dtype != net.dtype}
+    if wrong:
+        raise BadValue(f"record: expected every stage in the network's dtype {net.dtype}, got "
+                       + ", ".join(f"{k} {d}" for k, d in wrong.items())
+                       + " (a record of another network, or edited by hand?)", argument="record")
+    n = a[0].shape[0]
+    if any(v.shape[0] != n for v in record.stages.values()) or any(
+            z[l].shape != a[l].shape for l in range(1, L + 1)):
+        raise BadValue(f"record: expected every stage of shape (n, width) with the n = {n} rows "
+                       f"of a0, got " + ", ".join(f"{k} {v.shape}" for k, v in record.stages.items()),
+                       argument="record")
+
+
+def _keys(d):
+    """'keys [0, 1]' for a dict, else what it is."""
+    return f"keys {list(d)}" if isinstance(d, dict) else describe(d)
+
+
+def mlp_arguments(sizes, hidden, output, init_std, seed_, dtype, activation):
+    """MLP's arguments checked, in the order they are read; returns (sizes as a list of ints,
+    the activations of layers 1 .. L, init_std as a float, the seed, dtype as np.dtype).
+    ``activation(name, argument)`` looks a name up, refusing one it does not know."""
+    sizes = check_sizes(sizes)
+    L = len(sizes) - 1
+    if isinstance(hidden, (list, tuple)):
+        if len(hidden) != L - 1:
+            raise BadValue(f"hidden: expected one activation name per hidden layer "
+                           f"({L - 1} for sizes {sizes}), got {len(hidden)}: {reprlib.repr(list(hidden))}",
+                           argument="hidden")
+        acts = [activation(h, f"hidden[{i}]") for i, h in enumerate(hidden)]
+    else:
+        acts = [activation(hidden, "hidden")] * (L - 1)
+    acts.append(activation(output, "output"))
+    init_std = real("init_std", init_std, low=0.0)
+    try:
+        if dtype is None:                    # np.dtype(None) would quietly mean float64
+            raise TypeError
+        kind = np.dtype(dtype)
+    except TypeError:
+        raise BadType(f"dtype: expected np.float64 or np.float32, got {dtype!r}", argument="dtype") from None
+    if kind not in [np.dtype(t) for t in DTYPES]:
+        raise BadValue(f"dtype: expected np.float64 or np.float32, got {kind}", argument="dtype")
+    seed_ = seed("seed", seed_)
+    if math.copysign(1.0, init_std) < 0:
+        raise BadValue("init_std: expected a number >= 0 (0.0 for all-zero parameters), got -0.0",
+                       argument="init_std")
+    # normal draws stay within 64 standard deviations (beyond 38 the chance is below 1e-300)
+    top = float(np.finfo(kind).max) / 64
+    if init_std > top:
+        raise BadValue(f"init_std: expected a number <= {top:.3g}, so that every parameter drawn "
+                       f"fits in {kind.name}, got {init_std:g}", argument="init_std")
+    P = sum((a + 1) * b for a, b in zip(sizes, sizes[1:]))
+    memory = machine_memory()
+    if memory is not None and P * kind.itemsize > memory:
+        raise BadValue(f"sizes: {sizes} means {P} parameters, {gib(P * kind.itemsize)} in {kind.name}, "
+                       f"more than this machine's memory ({gib(memory)})", argument="sizes")
+    return sizes, acts, init_std, seed_, kind
