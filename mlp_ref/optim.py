@@ -26,14 +26,30 @@ For plain SGD the two orders coincide (a linear P commutes with multiplying by l
 
 The state (momentum buffer, Adam moments) is created lazily on the first call, one array
 per key of D, and every later D must have the same keys and shapes.
+
+Hyperparameters are plain attributes (``opt.lr = 0.01`` between steps is how a schedule is
+written), so they are checked at every step, not only by the constructor: a value set by hand
+is refused by name before it is used, and so is one that the arithmetic's dtype cannot hold
+(in float32, 1 - 1e-8 is 1.0, and a decay rate of 1.0 makes Adam divide by 1 - beta^t = 0).
+
+dtype: ``apply(net, D)`` computes in the network's dtype, so U has the dtype of the parameters
+it is subtracted from. A momentum buffer or Adam's moments belong to the dtype they were made
+in: ``apply`` with a network of another dtype is refused (naming ``net``) until ``reset()``.
+Converting the state instead would carry float32 history into a float64 run, and a changed
+dtype usually means one optimizer shared by two networks, which mixes their histories.
+SGD keeps no state, so each of its calls simply computes in that call's dtype.
 """
 from __future__ import annotations
+
+import decimal
+import numbers
+import sys
 
 import numpy as np
 
 from . import _checks
+from ._checks import BadType, BadValue
 from .fixes import check_net
-from .network import check_lr, check_representable
 
 ORDERS = ("update", "gradient")
 
@@ -41,9 +57,10 @@ ORDERS = ("update", "gradient")
 class Optimizer:
     """What every optimizer shares: arguments, state bookkeeping, the constraint and its order.
 
-    A subclass defines ``_rule(D)``: a *pure* function of D and the current state that
-    returns ``(U, new_state)``. ``update`` commits ``new_state`` only after the
-    constraint has run without error, so a rejected call leaves the optimizer as it was.
+    A subclass defines ``_rule(D, dtype)``: a *pure* function of D and the current state that
+    returns ``(U, new_state)``, computed in ``dtype``. ``update`` commits ``new_state`` (and
+    the shapes and dtype of a first direction) only after the constraint has run without
+    error, so a rejected call leaves the optimizer as it was.
 
     Parameters
     ----------
@@ -57,23 +74,25 @@ class Optimizer:
         Where the constraint is applied: to the final update (correct), or to the
         incoming direction before the optimizer transforms it (the pitfall; kept to
         demonstrate it). Ignored when ``constraint`` is None.
+
+    Every one of these, and a subclass's own hyperparameters, may be set again between
+    steps; each step checks them as they are then (see the module's docstring).
     """
 
+    #: Whether the optimizer remembers past directions (a state tied to one dtype).
+    stateful = False
+
     def __init__(self, lr, constraint=None, order="update"):
-        self.lr = _checks.real("lr", lr, low=0.0, low_inclusive=False)
-        if constraint is not None and not callable(constraint):
-            raise TypeError(f"constraint: expected a callable taking and returning a dict like "
-                            f"params, or None, got {_checks.describe(constraint)}")
+        self.lr = _real("lr", lr, low=0.0, low_inclusive=False)
         self.constraint = constraint
-        if not isinstance(order, str) or order not in ORDERS:
-            raise ValueError(f"order: expected one of {', '.join(map(repr, ORDERS))}, got {order!r}")
         self.order = order
+        self._check_settings()
         self.reset()
 
     def reset(self):
         """Forget every past direction: the next call starts from fresh state."""
         self.shapes = None      # key -> shape, fixed by the first direction
-        self.dtype = None       # float32 if the first direction was all float32, else float64
+        self.dtype = None       # the dtype of the arithmetic, fixed with the state
         self._reset_state()
 
     def _reset_state(self):
@@ -91,70 +110,93 @@ class Optimizer:
         Returns
         -------
         U : dict key -> ndarray, the same keys and shapes as D
-            The amount to subtract: theta <- theta - U.
+            The amount to subtract: theta <- theta - U. Its dtype is the state's once there
+            is one; before (and always for SGD) float32 when D is all float32, else float64.
         """
         U, commit = self._prepare(D)
         commit()
         return U
 
     def apply(self, net, D):
-        """U = self.update(D), then net.step(U, 1.0): theta <- theta - U. Returns U.
+        """U = self.update(D) in the network's dtype, then net.step(U, 1.0): theta <- theta - U.
+        Returns U.
 
         Atomic: D is checked against ``net``'s parameter shapes first, and the optimizer's
         state advances only once the network has taken the step (``net.step`` checks
         everything, writability included, before its first change), so a rejected call
-        changes neither the optimizer nor the network.
+        changes neither the optimizer nor the network. A stateful optimizer whose state was
+        made in another dtype refuses the network, naming ``net`` (``reset()`` starts afresh).
         """
         net = check_net(net)
+        if self.stateful and self.dtype is not None and self.dtype != net.dtype:
+            name = type(self).__name__
+            raise BadValue(f"net: expected a {self.dtype} network, the dtype of this {name}'s state "
+                           f"(made by its first direction), got a {net.dtype} network; nothing was "
+                           f"changed. The state belongs to one run: call reset() to start afresh in "
+                           f"{net.dtype}, or give each network its own {name}", argument="net")
         D = _checks.param_dict("D", D, net.param_shapes, net.dtype)    # in the network's dtype
-        first = self.shapes is None
-        U, commit = self._prepare(D)
+        U, commit = self._prepare(D, net.dtype)
         try:
             net.step(U, 1.0)
-        except Exception:
-            if first:           # forget the shapes this first direction fixed: nothing happened
-                self.reset()
-            raise
+        except BadValue as exc:
+            if exc.argument != "lr":
+                raise
+            # theta - U overflowed: the 1.0 that step blames is ours, the step size is self.lr
+            raise BadValue(f"lr: expected a step size for which theta - U stays finite in "
+                           f"{net.dtype}, got lr = {self.lr:g}, whose update U (|U| up to "
+                           f"{_largest(U):.3g}) makes a parameter overflow; nothing was changed",
+                           argument="lr") from None
         commit()
         return U
 
-    def _prepare(self, D):
-        """(U, commit): the update for D, and the call that stores the new state. Nothing of
-        ``self`` has changed until ``commit()`` (the shapes fixed by a first direction are
-        forgotten again if anything fails before it)."""
-        first = self.shapes is None
-        try:
-            D = self._check_direction(D)
-            if self.constraint is not None and self.order == "gradient":
-                D = self._constrain(D)
-            with np.errstate(over="ignore", invalid="ignore"):
-                U, state = self._rule(D)
-            self._check_finite(D, U, state)
-            if self.constraint is not None and self.order == "update":
-                U = self._constrain(U)
-        except Exception:
-            if first:           # forget the shapes the rejected first direction fixed
-                self.reset()
-            raise
+    def _prepare(self, D, dtype=None):
+        """(U, commit): the update for D in ``dtype`` (None: the state's, else D's own), and the
+        call that stores the new state. Nothing of ``self`` changes until ``commit()``."""
+        self._check_settings()
+        if self.stateful and self.dtype is not None:
+            dtype = self.dtype                  # the state's: D is converted to it
+        elif dtype is None:
+            dtype = _dtype_of(D)
+        dtype = np.dtype(dtype)
+        self._check_hyper(dtype)
+        D = self._check_direction(D, dtype)
+        shapes = {k: d.shape for k, d in D.items()}
+        if self.constraint is not None and self.order == "gradient":
+            D = self._constrain(D, shapes)
+        with np.errstate(over="ignore", invalid="ignore"):
+            U, state = self._rule(D, dtype)
+        self._check_finite(D, U, state, dtype)
+        if self.constraint is not None and self.order == "update":
+            U = self._constrain(U, shapes)
 
         def commit():
+            self.shapes, self.dtype = shapes, dtype
             for name, value in state.items():
                 setattr(self, name, value)
         return U, commit
 
-    def _check_finite(self, D, U, state):
-        """Refuse a D whose update or new state would overflow: an inf moment would make every
-        later update 0 or NaN with only a warning."""
-        arrays = [(f"U[{k!r}]", u) for k, u in U.items()]
-        for name, value in state.items():
-            if isinstance(value, dict):
-                arrays += [(f"{name}[{k!r}]", a) for k, a in value.items()]
-        for what, a in arrays:
-            if not np.isfinite(a).all():
-                big = max(float(np.max(np.abs(d))) for d in D.values())
-                raise ValueError(f"D: expected values small enough for {type(self).__name__}'s "
-                                 f"arithmetic in {self.dtype.name}, got |D| up to {big:.3g}, which "
-                                 f"makes {what} overflow ({_checks.count_nonfinite(a)})")
+    def _check_finite(self, D, U, state, dtype):
+        """Refuse a step whose new state or update would overflow: an inf moment would make every
+        later update 0 or NaN with only a warning. A state that overflows blames D (its only
+        input); a finite state whose update U = lr * (...) overflows blames lr, which then is
+        above 1 (a finite factor times lr <= 1 stays finite)."""
+        name = type(self).__name__
+        for key, value in state.items():
+            for k, a in (value.items() if isinstance(value, dict) else ()):
+                if not _checks.finite(a):
+                    raise BadValue(f"D: expected values small enough for {name}'s arithmetic in "
+                                   f"{dtype.name}, got |D| up to {_largest(D):.3g}, which makes "
+                                   f"{key}[{k!r}] overflow ({_checks.count_nonfinite(a)})", argument="D")
+        for k, u in U.items():
+            if not _checks.finite(u):
+                if self.lr > 1.0:
+                    raise BadValue(f"lr: expected a step size for which {name}'s update stays finite "
+                                   f"in {dtype.name}, got lr = {self.lr:g}, which makes U[{k!r}] "
+                                   f"overflow ({_checks.count_nonfinite(u)}; |D| up to "
+                                   f"{_largest(D):.3g})", argument="lr")
+                raise BadValue(f"D: expected values small enough for {name}'s arithmetic in "
+                               f"{dtype.name}, got |D| up to {_largest(D):.3g}, which makes "
+                               f"U[{k!r}] overflow ({_checks.count_nonfinite(u)})", argument="D")
 
     def __repr__(self):
         extra = "".join(f", {k}={v!r}" for k, v in self._hyper().items())
@@ -165,38 +207,34 @@ class Optimizer:
         return {}
 
     # -- checks ------------------------------------------------------------------------
-    def _check_direction(self, D):
-        """D as a dict of finite arrays of the state's dtype, with the state's keys and shapes."""
+    def _check_settings(self):
+        """The constraint and the order, as they are now."""
+        if self.constraint is not None and not callable(self.constraint):
+            raise BadType(f"constraint: expected a callable taking and returning a dict like "
+                          f"params, or None, got {_checks.describe(self.constraint)}", argument="constraint")
+        if not isinstance(self.order, str) or self.order not in ORDERS:
+            raise BadValue(f"order: expected one of {', '.join(map(repr, ORDERS))}, got {self.order!r}",
+                           argument="order")
+
+    def _check_direction(self, D, dtype):
+        """D as a dict of finite arrays of ``dtype``, with the keys and shapes of the state once
+        a first direction fixed them."""
+        if self.shapes is None and (not isinstance(D, dict) or not D):
+            raise BadType(f"D: expected a non-empty dict like params (key -> array), "
+                          f"got {_checks.describe(D)}", argument="D")
         if self.shapes is not None:
-            return _checks.param_dict("D", D, self.shapes, self.dtype)
-        if not isinstance(D, dict) or not D:
-            raise TypeError(f"D: expected a non-empty dict like params (key -> array), "
-                            f"got {_checks.describe(D)}")
-        all32 = all(getattr(v, "dtype", None) == np.float32 for v in D.values())
-        dtype = np.dtype(np.float32 if all32 else np.float64)
-        self._check_hyper(dtype)
-        D = {k: _checks.as_array(f"D[{k!r}]", v, dtype) for k, v in D.items()}
-        # fixed by the first direction; _rule creates the state from these shapes
-        self.shapes = {k: a.shape for k, a in D.items()}
-        self.dtype = dtype
-        return D
+            return _checks.param_dict("D", D, self.shapes, dtype)
+        return {k: _checks.as_array(f"D[{k!r}]", v, dtype) for k, v in D.items()}
 
     def _check_hyper(self, dtype):
-        """The hyperparameters, representable in the state's dtype (in float32, 1e300 is inf
-        and 1e-50 is 0): checked once the first direction has fixed it."""
-        check_lr(self.lr, dtype)
+        """Every hyperparameter as it is now, in the dtype of this step's arithmetic: lr > 0,
+        neither 0 nor inf there (in float32, 1e300 is inf and 1e-50 is 0)."""
+        _learning_rate(self.lr, dtype)
 
-    def _constrain(self, D):
+    def _constrain(self, D, shapes):
         """Run the constraint on fresh copies and check that it returned a direction like D."""
         out = self.constraint({k: np.array(v) for k, v in D.items()})
-        return _checks.param_dict("constraint(...)", out, self.shapes, self.dtype)
-
-    def _zeros(self):
-        return {k: np.zeros(s, dtype=self.dtype) for k, s in self.shapes.items()}
-
-    def _scalar(self, x):
-        """A Python float as a scalar of the state's dtype, so float32 stays float32."""
-        return self.dtype.type(x)
+        return _checks.param_dict("constraint(...)", out, shapes, _dtype_of(D))
 
 
 class SGD(Optimizer):
@@ -209,11 +247,13 @@ class SGD(Optimizer):
     ``SGD(lr).apply(net, D)`` leaves exactly the bits of ``net.step(D, lr)``.
     With a linear constraint P, P(lr D) = lr P(D): both orders give the same update.
 
-    dtype: U has the dtype of the first direction when it was all float32, else float64.
+    dtype: no state, so every call computes in its own dtype: the network's in ``apply``
+    (U then has the bits of ``net.step(D, lr)``), and in ``update`` float32 when D is all
+    float32, else float64.
     """
 
-    def _rule(self, D):
-        lr = self._scalar(self.lr)
+    def _rule(self, D, dtype):
+        lr = dtype.type(self.lr)
         return {k: lr * d for k, d in D.items()}, {}
 
 
@@ -244,23 +284,31 @@ class Momentum(Optimizer):
     ----------
     v : dict key -> ndarray, or None before the first call     the velocity v_t
 
-    dtype: the state and U take the dtype of the first direction when it was all
-    float32, else float64.
+    dtype: v and U take the dtype of the first call (the network's in ``apply``; in ``update``
+    float32 when D is all float32, else float64), and keep it until ``reset()``: ``apply``
+    with a network of another dtype is refused, naming ``net``. beta must stay below 1 in
+    that dtype (float32 rounds 1 - 1e-8 to 1.0).
     """
 
+    stateful = True
+
     def __init__(self, lr, beta=0.9, constraint=None, order="update"):
-        self.beta = _unit_interval("beta", beta)
+        self.beta = _decay_rate("beta", beta)
         super().__init__(lr, constraint, order)
 
     def _reset_state(self):
         self.v = None
 
+    def _check_hyper(self, dtype):
+        super()._check_hyper(dtype)
+        _decay_rate("beta", self.beta, dtype)
+
     def _hyper(self):
         return {"beta": self.beta}
 
-    def _rule(self, D):
-        beta, lr = self._scalar(self.beta), self._scalar(self.lr)
-        v_prev = self.v if self.v is not None else self._zeros()
+    def _rule(self, D, dtype):
+        beta, lr = dtype.type(self.beta), dtype.type(self.lr)
+        v_prev = self.v if self.v is not None else {k: np.zeros_like(d) for k, d in D.items()}
         v = {k: beta * v_prev[k] + D[k] for k in D}
         return {k: lr * v[k] for k in D}, {"v": v}
 
@@ -304,14 +352,22 @@ class Adam(Optimizer):
     t : int                       steps taken so far
     m, v : dict key -> ndarray, or None before the first call
 
-    dtype: the state and U take the dtype of the first direction when it was all
-    float32, else float64; beta1^t and beta2^t are computed in float64 and then rounded.
+    dtype: m, v and U take the dtype of the first call (the network's in ``apply``; in
+    ``update`` float32 when D is all float32, else float64), and keep it until ``reset()``:
+    ``apply`` with a network of another dtype is refused, naming ``net``. The betas are used
+    as that dtype rounds them, in the moments and in the bias corrections alike (1 - beta^t
+    is computed in float64 from the rounded beta, then rounded): on the first step the
+    correction divides by the very weight 1 - beta the moment was given, so m_hat = D and
+    v_hat = D^2 up to rounding in float32 too. A beta that the dtype rounds to 1.0 (float32:
+    1 - 1e-8) is refused: its moment would stay 0 and 1 - beta^t would be 0.
     """
 
+    stateful = True
+
     def __init__(self, lr, beta1=0.9, beta2=0.999, eps=1e-8, constraint=None, order="update"):
-        self.beta1 = _unit_interval("beta1", beta1)
-        self.beta2 = _unit_interval("beta2", beta2)
-        self.eps = _checks.real("eps", eps, low=0.0, low_inclusive=False)
+        self.beta1 = _decay_rate("beta1", beta1)
+        self.beta2 = _decay_rate("beta2", beta2)
+        self.eps = _positive("eps", eps)
         super().__init__(lr, constraint, order)
 
     def _reset_state(self):
@@ -319,20 +375,22 @@ class Adam(Optimizer):
 
     def _check_hyper(self, dtype):
         super()._check_hyper(dtype)
-        check_representable("eps", self.eps, dtype)
+        _decay_rate("beta1", self.beta1, dtype)
+        _decay_rate("beta2", self.beta2, dtype)
+        _positive("eps", self.eps, dtype)
 
     def _hyper(self):
         return {"beta1": self.beta1, "beta2": self.beta2, "eps": self.eps}
 
-    def _rule(self, D):
-        s = self._scalar
+    def _rule(self, D, dtype):
+        s = dtype.type
         b1, b2, lr, eps = s(self.beta1), s(self.beta2), s(self.lr), s(self.eps)
         t = self.t + 1
-        m_prev = self.m if self.m is not None else self._zeros()
-        v_prev = self.v if self.v is not None else self._zeros()
+        m_prev = self.m if self.m is not None else {k: np.zeros_like(d) for k, d in D.items()}
+        v_prev = self.v if self.v is not None else {k: np.zeros_like(d) for k, d in D.items()}
         m = {k: b1 * m_prev[k] + (1 - b1) * D[k] for k in D}
         v = {k: b2 * v_prev[k] + (1 - b2) * (D[k] * D[k]) for k in D}
-        c1, c2 = s(1.0 - self.beta1 ** t), s(1.0 - self.beta2 ** t)
+        c1, c2 = s(1.0 - float(b1) ** t), s(1.0 - float(b2) ** t)
         U = {}
         for k in D:
             m_hat = m[k] / c1
@@ -341,9 +399,59 @@ class Adam(Optimizer):
         return U, {"t": t, "m": m, "v": v}
 
 
-def _unit_interval(name, x):
-    """A decay rate: a finite number in [0, 1)."""
-    x = _checks.real(name, x, low=0.0)
+# -- the checks of a hyperparameter, each by its name ---------------------------------------
+def _real(name, x, **bounds):
+    """``_checks.real``, with a number too large for a Python float (``10**400``; float() of it
+    raises OverflowError) refused by name as a ValueError."""
+    if isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)):
+        try:
+            float(x)
+        except OverflowError:
+            got = f"{decimal.Decimal(int(x)):.3g}" if isinstance(x, numbers.Integral) else _checks.describe(x)
+            raise BadValue(f"{name}: expected a finite number that fits in a float (|{name}| <= "
+                           f"{sys.float_info.max:.3g}), got {got}", argument=name) from None
+    return _checks.real(name, x, **bounds)
+
+
+def _learning_rate(lr, dtype):
+    """lr > 0, a scalar of ``dtype`` that is neither 0 nor inf there."""
+    return _checks.check_representable("lr", _real("lr", lr, low=0.0, low_inclusive=False), dtype)
+
+
+def _decay_rate(name, x, dtype=None):
+    """A decay rate: a finite number in [0, 1) and, in ``dtype``, still below 1.
+
+    The moments are averages with weights (1 - beta) beta^k, and the bias correction divides
+    by 1 - beta^t: with beta = 1 both are 0. A beta closer to 1 than the dtype can tell
+    (float32 rounds 1 - 1e-8 to 1.0) is a beta of 1 in the arithmetic, so it is refused too.
+    """
+    x = _real(name, x, low=0.0)
     if x >= 1.0:
-        raise ValueError(f"{name}: expected a number in [0, 1), got {x}")
+        raise BadValue(f"{name}: expected a number in [0, 1), got {x}", argument=name)
+    if dtype is not None and dtype.type(x) >= 1.0:
+        below = np.nextafter(dtype.type(1.0), dtype.type(0.0))
+        raise BadValue(f"{name}: expected a number in [0, 1) that stays below 1 in {dtype} (at most "
+                       f"{below:.9g}), got {x!r}, which {dtype} rounds to 1.0 (1 - {name} would be 0)",
+                       argument=name)
     return x
+
+
+def _positive(name, x, dtype=None):
+    """A finite number > 0 and, in ``dtype``, neither 0 nor inf."""
+    x = _real(name, x, low=0.0, low_inclusive=False)
+    if dtype is not None:
+        _checks.check_representable(name, x, dtype)
+    return x
+
+
+def _dtype_of(D):
+    """The dtype a direction asks for on its own: float32 when every value is a float32 array,
+    else float64 (lists, ints and mixed dicts compute in float64)."""
+    values = list(D.values()) if isinstance(D, dict) else []
+    all32 = bool(values) and all(getattr(v, "dtype", None) == np.float32 for v in values)
+    return np.dtype(np.float32 if all32 else np.float64)
+
+
+def _largest(D):
+    """max |d| over a dict of arrays, for a message."""
+    return max(float(np.max(np.abs(d))) for d in D.values())
