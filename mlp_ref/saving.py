@@ -12,7 +12,7 @@ import stat
 import numpy as np
 
 from . import _checks, _files, activations
-from ._checks import DTYPES, check_sizes
+from ._checks import DTYPES, BadType, BadValue, check_sizes
 
 FILE_FORMAT = "mlp-ref MLP 1"          # what MLP.save writes; bump it if the file layout changes
 ARCHITECTURE_KEYS = ("format", "sizes", "activations", "dtype", "init_std", "seed")
@@ -43,8 +43,8 @@ def save(net, path):
     missing = [name for name in ("sizes", "params", "activations", "dtype", "init_std", "seed")
                if not hasattr(net, name)]
     if missing:                # network imports this module: an MLP is told by what it holds
-        raise TypeError(f"net: expected an MLP (SplitHeads: save net.to_mlp()), got "
-                        f"{_checks.describe(net)}, which has no {', '.join(missing)}")
+        raise BadType(f"net: expected an MLP (SplitHeads: save net.to_mlp()), got "
+                      f"{_checks.describe(net)}, which has no {', '.join(missing)}", argument="net")
     path = _files.check_target("path", path)
     shapes = _expected_shapes(net.sizes)
     for key in shapes:
@@ -65,12 +65,12 @@ def load(cls, path):
     arrays = _read_npz(path)
 
     def fail(key, what):
-        return ValueError(f"path: {path!r}: key {key!r}: {what}")
+        return BadValue(f"path: {path!r}: key {key!r}: {what}", argument="path")
 
     missing = [k for k in ARCHITECTURE_KEYS if k not in arrays]
     if "format" in missing:
-        raise ValueError(f"path: {path!r} is not an mlp-ref network file (no key 'format'; "
-                         f"keys {sorted(arrays)})")
+        raise BadValue(f"path: {path!r} is not an mlp-ref network file (no key 'format'; "
+                       f"keys {sorted(arrays)})", argument="path")
     if missing:
         raise fail(missing[0], f"missing; an mlp-ref network file has keys {list(ARCHITECTURE_KEYS)} "
                                f"and the parameters")
@@ -99,8 +99,8 @@ def load(cls, path):
     try:
         net = cls(sizes, hidden=acts[:-1], output=acts[-1], init_std=arch["init_std"],
                   seed=arch["seed"], dtype=arch["dtype"])
-    except (ValueError, TypeError) as exc:   # a value its reader took that the network refuses
-        name, _, what = str(exc).partition(": ")
+    except _checks.ArgumentError as exc:      # a value its reader took that the network refuses
+        name, what = exc.argument, str(exc).removeprefix(f"{exc.argument}: ")
         raise fail(name, what) if name in ARCHITECTURE_KEYS else fail("sizes", str(exc)) from None
     # np.array: our own writeable copy, whatever buffer np.load handed out
     net.params = {key: np.array(arrays[key]) for key in shapes}
@@ -118,13 +118,13 @@ def _expected_shapes(sizes):
 def _check_param(name, arr, shape, dtype, why=""):
     """A parameter exactly as a network holds it: ndarray of that shape and dtype, finite."""
     if not isinstance(arr, np.ndarray):
-        raise TypeError(f"{name}: expected an array of shape {shape}, got {_checks.describe(arr)}")
+        raise BadType(f"{name}: expected an array of shape {shape}, got {_checks.describe(arr)}", argument=name)
     if arr.shape != shape:
-        raise ValueError(f"{name}: expected shape {shape}{why}, got shape {arr.shape}")
+        raise BadValue(f"{name}: expected shape {shape}{why}, got shape {arr.shape}", argument=name)
     if arr.dtype != dtype:
-        raise ValueError(f"{name}: expected dtype {np.dtype(dtype).name}{why}, got {arr.dtype}")
+        raise BadValue(f"{name}: expected dtype {np.dtype(dtype).name}{why}, got {arr.dtype}", argument=name)
     if not np.isfinite(arr).all():
-        raise ValueError(f"{name}: expected finite values, got {_checks.count_nonfinite(arr)}")
+        raise BadValue(f"{name}: expected finite values, got {_checks.count_nonfinite(arr)}", argument=name)
 
 
 def _text(arr):
@@ -188,7 +188,7 @@ def _read_npz(path):
         raise type(exc)(f"path: cannot read {path!r} ({exc.strerror})") from None
     if not stat.S_ISREG(mode):   # a FIFO would block open() forever, a folder cannot be read
         kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
-        raise ValueError(f"path: {path!r} is {kind}; expected a saved network (.npz file)")
+        raise BadValue(f"path: {path!r} is {kind}; expected a saved network (.npz file)", argument="path")
     try:
         f = open(path, "rb")
     except OSError as exc:
@@ -197,17 +197,17 @@ def _read_npz(path):
     with f:
         head = f.read(4)
         if not head.startswith(b"PK"):   # every zip (and so every .npz) starts with "PK"
-            raise ValueError(f"path: {path!r} is not an .npz file (it starts with {head!r}, "
-                             f"not the zip signature b'PK')")
+            raise BadValue(f"path: {path!r} is not an .npz file (it starts with {head!r}, "
+                           f"not the zip signature b'PK')", argument="path")
         f.seek(0)
         try:
             with np.load(f, allow_pickle=False) as npz:
                 arrays = {key: npz[key] for key in npz.files}
         except Exception as exc:   # BadZipFile, zlib.error, EOFError, ValueError from a torn .npy ...
-            raise ValueError(f"path: {path!r} is damaged or not an .npz file "
-                             f"({type(exc).__name__}: {exc})") from None
+            raise BadValue(f"path: {path!r} is damaged or not an .npz file "
+                           f"({type(exc).__name__}: {exc})", argument="path") from None
     for key, value in arrays.items():
         if not isinstance(value, np.ndarray):   # a zip member that is not an .npy comes as bytes
-            raise ValueError(f"path: {path!r}: key {key!r}: expected a NumPy array, "
-                             f"got {type(value).__name__}")
+            raise BadValue(f"path: {path!r}: key {key!r}: expected a NumPy array, "
+                           f"got {type(value).__name__}", argument="path")
     return arrays
