@@ -106,7 +106,9 @@ def test_pinv_with_an_explicit_jacobian_equals_the_gram_route(setups):
     scale = np.max(np.abs(g))
     assert np.linalg.matrix_rank(J) == 8                                 # "rank 8"
     assert 4e5 < np.linalg.cond(J) < 6e5                                 # "about 5e5"
-    assert np.max(np.abs(D_pinv - D_gram)) / scale < 1e-12               # "below 1e-12"
+    # "within eps * cond(J1), about 1e-10": what a solve of this conditioning can promise, on
+    # any machine (the digits below it depend on the LAPACK and its kernels)
+    assert np.max(np.abs(D_pinv - D_gram)) / scale < np.finfo(float).eps * np.linalg.cond(J) < 2e-10
     assert 1e-8 < np.max(np.abs(D_square - D_gram)) / scale < 1e-6      # "only to about 1e-7"
 
 

@@ -9,6 +9,10 @@ first call is as short as the second (nothing is imported lazily on the way). ``
 import inspect
 import subprocess
 import sys
+from pathlib import Path
+
+import numpy as np
+from numpy.lib import NumpyVersion
 
 from mlp_ref import activations, fixes
 from mlp_ref.setups import G_QUESTION, seed_setup
@@ -16,15 +20,19 @@ from mlp_ref.setups import G_QUESTION, seed_setup
 from _runs import ROOT
 
 
+NUMPY = str(Path(np.__file__).parent)
+#: NumPy 1.x's errstate is Python (seterr, geterr: some 30 lines a use); NumPy 2's is C
+NUMPY_2 = NumpyVersion(np.__version__) >= "2.0.0"
+
+
 def events(call):
-    """(the number of "line" events while ``call()`` runs, the functions it called in order)."""
-    lines, calls = [0], []
+    """(the number of "line" events while ``call()`` runs, those outside NumPy's own files)."""
+    lines = [0, 0]
 
     def tracer(frame, event, arg):
         if event == "line":
             lines[0] += 1
-        elif event == "call":
-            calls.append((frame.f_code.co_filename, frame.f_code.co_name))
+            lines[1] += not frame.f_code.co_filename.startswith(NUMPY)
         return tracer
 
     previous = sys.gettrace()
@@ -33,21 +41,23 @@ def events(call):
         call()
     finally:
         sys.settrace(previous)
-    return lines[0], calls
+    return lines
 
 
 def test_forward_and_backward_are_short_to_step_through():
     net, X, _ = seed_setup()
     record = net.forward(X)
     net.backward(record, G_QUESTION)
-    assert events(lambda: net.forward(X))[0] <= 50
-    assert events(lambda: net.backward(record, G_QUESTION))[0] <= 150
+    for call, most in ((lambda: net.forward(X), 50), (lambda: net.backward(record, G_QUESTION), 150)):
+        every, ours = events(call)
+        assert ours <= most and (every <= most or not NUMPY_2), (every, ours)
 
 
 def test_project_is_short_to_step_through():
     net, X, _ = seed_setup()
     fixes.project(net, X, G_QUESTION)
-    assert events(lambda: fixes.project(net, X, G_QUESTION))[0] <= 1000
+    every, ours = events(lambda: fixes.project(net, X, G_QUESTION))
+    assert ours <= 1000 and (every <= 1000 or not NUMPY_2), (every, ours)
 
 
 def test_s_on_the_dz_line_lands_in_the_activations_derivative():
