@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _checks
-from ._checks import BadValue
+from ._checks import BadType, BadValue
 from .network import MLP
 
 #: The precision of the numerical side: 80-bit on x86 (eps 1.1e-19); float64 where the
@@ -102,17 +102,17 @@ def numerical_gradient(f, x, h=1e-5):
     arithmetic runs with NumPy's overflow warnings off: the error is the whole report).
     """
     if isinstance(x, np.ma.MaskedArray) or not isinstance(x, np.ndarray):
-        raise TypeError(f"x: expected a NumPy float array (perturbed in place), got "
-                        f"{'a masked array' if isinstance(x, np.ma.MaskedArray) else _checks.describe(x)}")
+        got = "a masked array" if isinstance(x, np.ma.MaskedArray) else _checks.describe(x)
+        raise BadType(f"x: expected a NumPy float array (perturbed in place), got {got}", argument="x")
     if x.dtype.kind != "f":
         # x + h would be truncated back into an integer array: refuse rather than guess
-        raise TypeError(f"x: expected a float array (x[i] +- h must be stored), got dtype {x.dtype}; "
-                        f"pass x.astype(float) and let f read that array")
+        raise BadType(f"x: expected a float array (x[i] +- h must be stored), got dtype {x.dtype}; "
+                      f"pass x.astype(float) and let f read that array", argument="x")
     if not x.flags.writeable:
-        raise ValueError("x: expected a writeable array (perturbed in place), got a read-only one")
+        raise BadValue("x: expected a writeable array (perturbed in place), got a read-only one", argument="x")
     if not callable(f):
-        raise TypeError(f"f: expected a function of no arguments that returns an array, got "
-                        f"{_checks.describe(f)}")
+        raise BadType(f"f: expected a function of no arguments that returns an array, got "
+                      f"{_checks.describe(f)}", argument="f")
     h = _real("h", h, low=0.0, low_inclusive=False)
     grad = np.zeros_like(x, dtype=float)
     values_finite = True
@@ -149,8 +149,8 @@ def _numbers(value):
     except (TypeError, ValueError):
         out = None
     if out is None or out.dtype.kind not in "biuf":
-        raise TypeError(f"f: expected a function that returns an array of numbers, got "
-                        f"{_checks.describe(value)}")
+        raise BadType(f"f: expected a function that returns an array of numbers, got "
+                      f"{_checks.describe(value)}", argument="f")
     return out
 
 
@@ -242,10 +242,10 @@ def check(net, X, G, h=DEFAULT_H, tol=1e-7):
     docstring). The network itself is left untouched.
     """
     if not isinstance(net, MLP):
-        raise TypeError(f"net: expected an MLP, got {_checks.describe(net)}")
+        raise BadType(f"net: expected an MLP, got {_checks.describe(net)}", argument="net")
     if net.dtype != np.float64:
-        raise ValueError(f"net: gradient checking needs a float64 network, got dtype {net.dtype} "
-                         f"(float32 roundoff swamps a centred difference)")
+        raise BadValue(f"net: gradient checking needs a float64 network, got dtype {net.dtype} "
+                       f"(float32 roundoff swamps a centred difference)", argument="net")
     h = _real("h", h, low=0.0, low_inclusive=False)
     tol = _real("tol", tol, low=0.0, low_inclusive=False)
     record = net.forward(X)

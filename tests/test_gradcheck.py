@@ -77,8 +77,9 @@ def test_the_seed_network_passes_with_the_question_gradient():
 
 def test_float32_networks_are_refused_with_a_reason():
     net = mr.MLP([3, 4, 2], dtype=np.float32)
-    with pytest.raises(ValueError, match="net: .*float64"):
+    with pytest.raises(ValueError, match="net: .*float64") as info:
         gradcheck.check(net, np.zeros((2, 3)), [0.0, 1.0])
+    assert info.value.argument == "net"
 
 
 def test_rel_error_uses_the_cs231n_floor():
