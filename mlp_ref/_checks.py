@@ -19,11 +19,12 @@ import numpy.ma  # noqa: F401  (here, not lazily on the first check a debugger s
 
 class ArgumentError(Exception):
     """A refused argument: ``argument`` is its name, the word its message begins with, so that
-    a caller decides by the attribute, never by reading the message."""
+    a caller decides by the attribute, never by reading the message. An entry's name names its
+    argument: ``D['W1']`` and ``sizes[2]`` are D's and sizes'."""
 
     def __init__(self, message, argument):
         super().__init__(message)
-        self.argument = argument
+        self.argument = argument.split("[", 1)[0]
 
     def __reduce__(self):                       # pickled whole (a child process's error)
         return type(self), (str(self), self.argument)

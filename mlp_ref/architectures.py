@@ -125,7 +125,7 @@ class _Composed(Model):
             close = difflib.get_close_matches(unknown[0], (own, *MLP_KEYWORDS), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise BadType(f"{cls.__name__}: unexpected keyword argument {unknown[0]!r}{hint}; "
-                          f"expected {own!r} or an MLP's: {', '.join(MLP_KEYWORDS)}", argument=unknown[0])
+                          f"expected {own!r} or an MLP's: {', '.join(MLP_KEYWORDS)}", argument=cls.__name__)
         return MLP(sizes, **keywords)
 
     @classmethod
