@@ -42,16 +42,18 @@ import numpy as np
 
 from . import _checks, fixes, jacobian
 from .fixes import RestoreReport
-from .jacobian import check_keep, check_rcond, default_rcond, kept_eigenvalues
+from .jacobian import check_keep, check_rcond, default_rcond
 from .network import MLP, check_inputs, check_lr, check_writable, overflow_error
 
 
 # -- the gradient ---------------------------------------------------------------------------
+@_checks.overflow_is_reported
 def forward(net, X):
     """The forward record (z, a) as two dicts l -> array: ``net.forward(X)``, with z_l = a @ W_l
     and then z_l += b_l in place (the reference's a @ W + b allocates the product and then the
     sum: one (n, n_l) array more per layer). Same bits: both round the product, then the sum.
-    The identity output's a_L is z_L itself (no copy)."""
+    The identity output's a_L is z_L itself (no copy). Quiet as the reference is: an output
+    that is not finite is reported by the reference's own pass, naming the culprit."""
     X = check_inputs(net, X)
     z, a = {}, {0: np.ascontiguousarray(X)}         # the layout the reference's copy has
     for l in range(1, net.depth + 1):
@@ -253,6 +255,11 @@ class Jacobian:
             out += np.einsum("ijk,ik->ij", S, dz)
         return out.reshape(-1)
 
+    def magnitude(self, D):
+        """|J| |D|: the reference's formula (``jacobian.OutputJacobian.magnitude``), on the same
+        layout of inputs and signals."""
+        return jacobian.OutputJacobian.magnitude(self, D)
+
     def matvec_gradient(self, dz):
         """J g for the gradient g on the same rows whose per-sample signals are ``dz`` (l -> (n, n_l)).
 
@@ -295,24 +302,30 @@ class GramSolver:
 
     1. The rank, certified by the factorisation itself (``certify``): gram - sigma I = L L^T,
        with a shift sigma chosen so that the factorisation's success proves every eigenvalue
-       of gram above the reference's cut-off rcond * lam_max: full rank, for certain. If it
-       fails, the eigenvalues are computed as in the reference, so that both tiers always
-       keep the same constraints; at full rank gram itself is then factorised (shift 0), else
-       the reference's pseudo-inverse is used.
+       of gram above the reference's cut-off rcond * lam_max by a margin: full rank, for
+       certain. Within that margin (the factorisation fails) the tiers make one decision: the
+       reference's, ``jacobian.GramSolver`` on ``reference`` (the reference tier's own Gram of
+       the same constraints, or a function that computes it; gram itself when not given). Its
+       eigenvalues and ours differ in their last bits (eigh against eigvalsh; and a Gram from the
+       stacked backward pass against one from q passes: other matrix shapes, other roundings),
+       so that deciding on our own, at an eigenvalue at the cut-off, the tiers would keep
+       different numbers of constraints. At full rank gram itself is then factorised (shift
+       0); else the reference's pseudo-inverse is used.
     2. The solve (``__call__``, ``refined``): (L L^T)^-1 = (gram - sigma I)^-1, by block
        substitution (``Substitution``), is not gram^-1 but a preconditioner for it, close
        to it when sigma << lam_min; conjugate gradients with it (``_iterate``) reach gram^-1
        rhs in two or three steps of n^2 work each.
 
-    Attributes: ``rank``; ``cond``, exact when the eigenvalues were computed, else the upper
-    bound the certificate gives (trace / (sigma - beta) < 1 / rcond, often far above cond);
-    ``cond_exceeds(c)``, cond > c, from bounds when they settle it, else from an estimate;
-    ``exact`` (the eigenvalues were computed); ``shift``, the sigma of the factor (0.0: gram's
-    own factor; None: the pseudo-inverse). gram must be exactly symmetric, as ``Jacobian.gram``
-    makes it (``cholesky`` reads its lower triangle only), and is left as it came.
+    The interface is the reference's (``rank``, ``cond``, ``rcond``, ``exact``, ``cond_exceeds``,
+    ``refined``, the call), with: ``cond`` exact when the eigenvalues were computed, else the
+    upper bound the certificate gives (trace / (sigma - beta) < 1 / rcond, often far above
+    cond); ``cond_exceeds(c)``, cond > c, from bounds when they settle it, else from an
+    estimate; ``exact`` (the eigenvalues were computed); ``shift``, the sigma of the factor
+    (0.0: gram's own factor; None: the pseudo-inverse). gram must be exactly symmetric, as
+    ``Jacobian.gram`` makes it (``cholesky`` reads its lower triangle only), and is left as it came.
     """
 
-    def __init__(self, gram, rcond=None):
+    def __init__(self, gram, rcond=None, reference=None):
         m = gram.shape[0]
         self.rcond = default_rcond(m, gram.dtype) if rcond is None else rcond
         self.gram, self.exact = gram, False
@@ -329,17 +342,15 @@ class GramSolver:
             smallest = min(diag.min(), (np.diagonal(L) ** 2).min() * (1 + 2 * eps) + self.shift + beta)
             self._at_least = float(diag.max() / smallest) * (1 - 2 * eps)
             return
-        lam = np.linalg.eigvalsh(gram)
-        kept = kept_eigenvalues(lam, self.rcond)
-        self.rank, self.exact = int(kept.sum()), True
-        self.cond = float(lam[-1] / lam[kept][0]) if self.rank else 1.0
+        decided = jacobian.GramSolver(_reference_gram(gram, reference), self.rcond)
+        self.rank, self.cond, self.exact = decided.rank, decided.cond, True
         if self.rank == m:
             try:
                 self._factor, self.shift = Substitution(cholesky(gram)), 0.0
             except np.linalg.LinAlgError:
                 pass
         if self._factor is None:
-            self._pinv = jacobian.GramSolver(gram, self.rcond)
+            self._pinv = decided
 
     def cond_exceeds(self, threshold):
         """cond(gram) > threshold. From the eigenvalues when they were computed; else from the
@@ -392,14 +403,11 @@ class GramSolver:
     def refined(self, gram, rhs, passes):
         """gram^+ rhs, refined on the system ``gram``: through a factor, at least ``passes``
         iterations of ``_iterate`` (which goes on while the residual falls); through the
-        pseudo-inverse (rank deficient), rhs solved, then ``passes`` times the residual rhs -
-        gram alpha (n^2 work) solved again and added."""
+        pseudo-inverse (rank deficient), its own ``refined``: rhs solved, then ``passes`` times
+        the residual rhs - gram alpha (n^2 work) solved again and added."""
         if self._pinv is None:
             return self._iterate(gram, rhs, max(passes, 1))
-        alpha = self(rhs)
-        for _ in range(passes):
-            alpha += self(rhs - gram @ alpha)
-        return alpha
+        return self._pinv.refined(gram, rhs, passes)
 
     #: steps of ``_iterate`` at most (two or three are taken on the Grams of the tests and of the
     #: memory sweep, lam_min within 1.1 sigma included: three or four substitutions a solve)
@@ -449,6 +457,20 @@ class GramSolver:
             rz, rz_before = residual @ z, rz
             p = z + (rz / rz_before) * p
         return best
+
+
+def _reference_gram(gram, reference):
+    """The Gram the rank is decided on: ``reference``, or what it computes, or gram itself."""
+    if reference is None:
+        return gram
+    return reference() if callable(reference) else reference
+
+
+def reference_gram(net, X, keep):
+    """A function computing the reference tier's J J^T of outputs ``keep`` on X, for
+    ``GramSolver(..., reference=...)``: called only where the certificate leaves the rank open,
+    so that both tiers decide it on the same bits."""
+    return lambda: fixes.finite_gram(jacobian.of(net, X, keep), X)
 
 
 #: Up to this cond(J J^T) the projection refines the system (n^2 a pass, ``GramSolver.refined``);
@@ -678,14 +700,16 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     keep_X = check_inputs(net, keep_X, "keep_X")
     rcond, refine = check_rcond(rcond), fixes.check_refine(refine)
     keep = check_keep(keep, net.sizes[-1])
-    J = Jacobian.from_record(net, *forward(net, keep_X), keep)
-    gram = fixes.finite_gram(J, keep_X)
-    given = D
-    D = {k: np.array(v) for k, v in D.items()}       # ours to write over: the caller's D stays
     with np.errstate(over="ignore", invalid="ignore"):    # an overflow is handed on below
-        D = project_out(J, GramSolver(gram, rcond), gram, D, refine)
+        J = Jacobian.from_record(net, *forward(net, keep_X), keep)
+        gram = fixes.finite_gram(J, keep_X)
+        solve = GramSolver(gram, rcond, reference_gram(net, keep_X, keep))
+        given = D
+        D = {k: np.array(v) for k, v in D.items()}       # ours to write over: the caller's D stays
+        D = project_out(J, solve, gram, D, refine)
     if not all_finite(D):         # our products overflowed: the reference's answer, or its message
         return fixes.nullspace(net, given, keep_X, keep, rcond, refine)
+    fixes.warn_if_not_held(J, gram, solve, given, D, refine)
     return D
 
 
@@ -744,45 +768,52 @@ def _project_on_the_batch(net, X, G, keep, rcond, refine):
     dz = {l: S[0] for l, S in signals.items()}                # G's signals dz_l (views)
     del signals
     gram = fixes.finite_gram(J, X)
-    solve = GramSolver(gram, rcond)
+    solve = GramSolver(gram, rcond, reference_gram(net, X, keep))
     ill = solve.cond_exceeds(REFINE_DIRECTION_ABOVE_COND)
     alpha = solve.refined(gram, J.matvec_gradient(dz), 0 if ill else refine)
     J.drop_input_kernels()        # not needed again: freed before D, the largest array, is made
+    # where the accuracy is not assured, D's is measured, against g (made only then)
+    g = J.from_signals(dict(dz)) if fixes.held_unassured(solve, len(alpha), net.dtype, refine) else None
     E = {l: dz[l] - weighted for l, weighted in J.weighted_signals(alpha)}   # dz_l - sum_j alpha_j S_l,j
     del dz
     if ill:
         D = _refine(J, solve, J.from_signals(E), refine)
     else:
-        J.signals = None          # frees the stacked signals: D needs only E_l and the inputs
+        if g is None:
+            J.signals = None      # frees the stacked signals: D needs only E_l and the inputs
         D = J.from_signals(E)
     if not all_finite(D):         # G's signals overflowed: the reference says so, as for gradient
         return fixes.project(net, X, G, keep, None, rcond, refine)
+    if g is not None:
+        fixes.warn_if_not_held(J, gram, solve, g, D, refine)
     return D
 
 
 def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
-    """``fixes.restore``: the same Gauss-Newton loop, each iteration's forward pass shared
-    between the residual and the Jacobian, solved by the fast ``GramSolver``, stepped by ``step``."""
+    """``fixes.restore``: the same Gauss-Newton loop and tolerance, each iteration's forward pass
+    shared between the residual and the Jacobian, solved by the fast ``GramSolver``, stepped by
+    ``step``. Overflows are silent on the way: each is reported by the check that follows it
+    (the reference's forward pass, the residual's, the Gram's, the step's), naming ref or net."""
     if not isinstance(net, MLP):
         return fixes.restore(net, keep_X, ref, keep, tol, max_iter, rcond)
     keep_X, keep, ref, tol, max_iter, rcond = fixes.check_restore(net, keep_X, ref, keep, tol,
                                                                   max_iter, rcond)
-    history = []
-    with fixes.all_or_nothing(net):
+    tol, note = fixes.restore_tolerance(tol, ref)
+    history, solve = [], None
+    with fixes.all_or_nothing(net), np.errstate(over="ignore", invalid="ignore"):
         for it in range(max_iter + 1):
             with fixes.blamed_on_ref(history):
                 z, a = forward(net, keep_X)
-            r = (a[net.depth][:, keep] - ref).reshape(-1)
-            history.append(float(np.max(np.abs(r))))
-            if history[-1] <= tol or it == max_iter or not np.isfinite(history[-1]):
+                r = (a[net.depth][:, keep] - ref).reshape(-1)
+            history.append(fixes.largest_residual(r, ref))
+            if history[-1] <= tol or it == max_iter:
                 break
             J = Jacobian.from_record(net, z, a, keep)
-            solve = GramSolver(fixes.finite_gram(J, keep_X), rcond)
+            solve = GramSolver(fixes.finite_gram(J, keep_X), rcond, reference_gram(net, keep_X, keep))
             J.drop_input_kernels()
             # r scaled by a power of two, since the solver's conjugate gradients square it: a
             # residual of 1e200 would overflow them, and the loop stall. Scaling by 2^k is exact:
             # the same bits, unless the unscaled solve would underflow (then more accurate ones)
             scale = np.ldexp(r.dtype.type(1), int(np.frexp(history[-1])[1]) - 1)
             fixes.restoring_step(net, J.rmatvec(solve(r / scale) * scale), history[-1], step)
-    return RestoreReport(converged=history[-1] <= tol, iterations=len(history) - 1,
-                         residual=history[-1], history=history)
+    return fixes.restore_report(history, tol, note, solve, r.size)

@@ -26,6 +26,8 @@ tricks a benchmark needs, tested equal.
 from __future__ import annotations
 
 import reprlib
+import sys
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -58,7 +60,7 @@ MAX_REFINE = 100
 
 def check_refine(refine):
     """A whole number of refinement passes, 0 .. MAX_REFINE (None: the default, 1)."""
-    refine = 1 if refine is None else _checks.positive_int("refine", refine, minimum=0)
+    refine = 1 if refine is None else _checks.whole_number("refine", refine, minimum=0)
     if refine > MAX_REFINE:
         raise ValueError(f"refine: expected at most {MAX_REFINE} passes (each multiplies the error "
                          f"by about eps * cond(J J^T): a few reach roundoff), got {refine}")
@@ -172,13 +174,23 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     |J D| ~ 1e-8 |J g|. Each ``refine`` pass projects the remainder J D once more with the same
     Gram (iterative refinement), which multiplies the error by about eps * cond(J J^T); the
     default single pass brings the seed problem to ~1e-13.
+
+    Accuracy, with refine >= 1 and m constraints: |J D| <= (32 + m) * eps * ||J| (|D| +
+    |D_given|)|| (eps of the network's dtype; |J| |x| the product of absolute values,
+    ``magnitude``; ``HELD_EPS``), about what rounding J . D_given and D to the dtype leaves.
+    Where it is not assured (constraints dropped, or cond(J J^T) above ``assured_cond``) the
+    result is measured, and a PrecisionWarning says by how much it falls short and why:
+    constraints the dtype cannot resolve (float32 drops each whose eigenvalue of J J^T is below
+    m * 1.2e-7 times the largest: on the seed network 4 of 8, and |J D| stays at 7e-4 |J g|,
+    where 3e-8 is float32's own rounding), or a condition number too large for the passes.
     """
     net = check_net(net)
     D = _checks.param_dict("D", D, net.param_shapes, net.dtype)
     keep_X = check_inputs(net, keep_X, "keep_X")
     rcond, refine = check_rcond(rcond), check_refine(refine)
     J = jacobian.of(net, keep_X, keep)
-    solve = GramSolver(finite_gram(J, keep_X), rcond)     # (J J^T)^+
+    gram = finite_gram(J, keep_X)
+    solve = GramSolver(gram, rcond)                       # (J J^T)^+
     given = D
     for _ in range(1 + refine):                           # the projection, then its refinements
         with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named below
@@ -187,7 +199,85 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
         if not all(np.isfinite(v).all() for v in D.values()):
             raise ValueError(f"D: expected values for which D - J^T (J J^T)^+ J D stays finite in "
                              f"{net.dtype}, got max |D| = {largest(given):.3g}; scale D down")
+    warn_if_not_held(J, gram, solve, given, D, refine)
     return D
+
+
+class PrecisionWarning(UserWarning):
+    """A result short of the accuracy its docstring states, in the network's dtype; the message
+    says by how much and why."""
+
+
+#: The accuracy of ``nullspace`` (and ``project``), for m constraints:
+#: |J D| <= (HELD_EPS + m) * eps * ||J| (|D| + |D_given|)||, the 2-norm of a product of absolute
+#: values (``magnitude``). Rounding J . D_given and D to the dtype leaves about eps times it, and
+#: J^T alpha sums m terms an entry. Where the dtype resolves every constraint both tiers stay
+#: below a quarter of it (0.21 at most: the question's setups, 80 random networks and wider ones,
+#: float64 and float32, five CPU kernels).
+HELD_EPS = 32
+
+
+def assured_cond(dtype, refine):
+    """The cond(J J^T) up to which 1 + refine passes assure the accuracy: each leaves about
+    eps * cond of the error before it, so (eps * cond)^(1 + refine) <= HELD_EPS * eps
+    (3.8e8 in float64 and 1.6e4 in float32 with one refinement pass)."""
+    eps = float(np.finfo(dtype).eps)
+    return (HELD_EPS * eps) ** (1.0 / (1 + refine)) / eps
+
+
+def held_unassured(solve, m, dtype, refine):
+    """Whether the accuracy of ``nullspace`` must be measured: some of the m constraints were
+    dropped (rank < m), or cond exceeds ``assured_cond``. refine = 0 is the formula alone: no
+    accuracy is stated for it, nothing is measured."""
+    return refine > 0 and (solve.rank < m or solve.cond_exceeds(assured_cond(dtype, refine)))
+
+
+def warn_if_not_held(J, gram, solve, given, D, refine):
+    """A PrecisionWarning when |J D| exceeds (HELD_EPS + m) * eps * ||J| (|D| + |given|)||,
+    measured (J D and one magnitude: two products like J . D) only where ``held_unassured``;
+    the message says by how much and why."""
+    m, dtype = gram.shape[0], gram.dtype
+    if not held_unassured(solve, m, dtype, refine):
+        return
+    eps = float(np.finfo(dtype).eps)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        left = length(J.matvec(D))
+        size = length(J.magnitude({k: abs(D[k]) + abs(v) for k, v in given.items()}))
+        bound = (HELD_EPS + m) * eps * size
+        if not left > bound:                 # held (an overflowing bound holds nothing to account)
+            return
+        moved = length(J.matvec(given)) or float("nan")   # 0: |J D| is roundoff alone
+    if solve.rank < m:
+        why = (f"{m - solve.rank} of the {m} constraints have eigenvalues of J J^T at most rcond = "
+               f"{solve.rcond:.2g} times the largest, too small to resolve in {dtype}: they were "
+               f"dropped, and D still moves them")
+    else:
+        why = (f"cond(J J^T) = {solve.cond:.2g}: each of the {1 + refine} passes leaves about "
+               f"eps * cond = {eps * solve.cond:.2g} of the error before it; refine more")
+    if dtype == np.float32:
+        why += "; float64 resolves them"
+    warnings.warn(f"J D = 0 is held only to |J D| = {left / moved:.2g} |J D_given| in {dtype}, above "
+                  f"the accuracy stated ({HELD_EPS + m} eps ||J| (|D| + |D_given|)|| = "
+                  f"{bound / moved:.2g} |J D_given|): {why}", PrecisionWarning, stacklevel=callers_level())
+
+
+def length(v):
+    """The 2-norm of a vector as a float, scaled by its largest entry so that no square
+    overflows (``np.linalg.norm`` takes the same in some twenty lines of Python)."""
+    top = float(np.abs(v).max()) if v.size else 0.0
+    if not 0.0 < top < np.inf:
+        return top
+    v = v / top
+    return top * float(np.sqrt(v @ v))
+
+
+def callers_level():
+    """The ``stacklevel`` of the first frame outside mlp_ref, for a warning raised inside it: the
+    line of the caller's code that asked for the result, whichever path of ours led there."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("mlp_ref"):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def projection_overflow(net, G, detail=""):
@@ -351,16 +441,74 @@ class RestoreReport:
     iterations : Gauss-Newton steps taken
     residual   : the final max |O_keep(keep_X) - ref|
     history    : the residual before each step, and after the last one
+    tol        : the tolerance it stopped at, absolute: the caller's tol * max(1, max |ref|), or
+                 the dtype's floor when that asks for less (``restore_tolerance``)
+    note       : "" when there is nothing to add; else why tol was raised to the floor, or why
+                 the loop did not converge
     """
     converged: bool
     iterations: int
     residual: float
     history: list = field(default_factory=list)
+    tol: float = 0.0
+    note: str = ""
 
     def __str__(self):
         state = "converged" if self.converged else "NOT converged"
         return (f"restore: {state} after {self.iterations} iteration(s), "
-                f"max |O - ref| = {self.residual:.3e}")
+                f"max |O - ref| = {self.residual:.3e}" + (f" ({self.note})" if self.note else ""))
+
+
+#: restore aims no closer than this many eps of the dtype (relative, as tol is): where the dtype
+#: resolves every constraint it comes within 2 eps * max(1, max |ref|) of ref (measured on 200
+#: random networks in float64 and float32), while the default tol = 1e-12 is a millionth of
+#: float32's eps, beyond its reach.
+RESTORE_FLOOR_EPS = 16
+
+
+def restore_tolerance(tol, ref):
+    """(the absolute tolerance ``restore`` stops at, a note): tol * max(1, max |ref|), relative
+    to the size of what is held (absolute for values below 1, so that ref = 0 is reachable), or
+    RESTORE_FLOOR_EPS * eps * max(1, max |ref|) when tol asks for less than the dtype resolves,
+    and then the note says so."""
+    scale = max(1.0, float(np.abs(ref).max()))
+    floor = RESTORE_FLOOR_EPS * float(np.finfo(ref.dtype).eps)
+    if tol >= floor:
+        return tol * scale, ""
+    return floor * scale, (f"tol = {tol:.3g} is finer than {ref.dtype} resolves: held to "
+                           f"{RESTORE_FLOOR_EPS} eps * max(1, max |ref|) = {floor * scale:.3g}")
+
+
+def largest_residual(r, ref):
+    """max |r| for the residual r = O_keep - ref, refused naming ref when it is not finite (the
+    outputs are: the forward pass checks them)."""
+    top = float(np.max(np.abs(r)))
+    if not np.isfinite(top):
+        raise _checks.BadValue(f"ref: expected values whose distance to the outputs stays finite in "
+                               f"{r.dtype}, got max |ref| = {float(np.abs(ref).max()):.3g}", argument="ref")
+    return top
+
+
+def restore_report(history, tol, note, solve, m):
+    """The RestoreReport of a finished loop: ``solve``, the last step's GramSolver (None: no
+    step), m the number of constraints. When it did not converge, the note says why."""
+    converged = history[-1] <= tol
+    if not converged:
+        note = why_not_converged(history, solve, m)
+    return RestoreReport(converged=converged, iterations=len(history) - 1, residual=history[-1],
+                         history=history, tol=tol, note=note)
+
+
+def why_not_converged(history, solve, m):
+    """The reason a restore stopped short of its tolerance, from its residuals and last solve."""
+    if solve is not None and solve.rank < m:
+        return (f"{m - solve.rank} of the {m} constraints have eigenvalues of J J^T at most rcond = "
+                f"{solve.rcond:.2g} times the largest (zero or dependent rows, or beyond the dtype's "
+                f"resolution), and no Gauss-Newton step moves the residual along them")
+    if len(history) > 2 and history[-1] > 0.5 * min(history[:-1]):
+        return (f"the residual stopped falling at about {min(history):.3g}: the steps are no more exact "
+                f"than eps * cond(J J^T), cond = {solve.cond:.3g}")
+    return "the residual was still falling: a larger max_iter may reach tol"
 
 
 def finite_gram(J, keep_X, name="keep_X (X when not given)", short="keep_X"):
@@ -389,7 +537,7 @@ def check_restore(net, keep_X, ref, keep, tol, max_iter, rcond):
     keep = check_keep(keep, net.sizes[-1])
     ref = check_ref(ref, keep_X.shape[0], keep, net.dtype)
     tol = _checks.real("tol", tol, low=0.0, low_inclusive=False)
-    max_iter = _checks.positive_int("max_iter", max_iter)
+    max_iter = _checks.whole_number("max_iter", max_iter)
     return keep_X, keep, ref, tol, max_iter, check_rcond(rcond)
 
 
@@ -424,9 +572,11 @@ def restoring_step(net, D, residual, step=None):
 def blamed_on_ref(history):
     """A forward pass of ``restore`` that overflows after its first steps: the steps that ref
     asked for did it, so ref is named (``history``: the residuals so far; none: the network
-    was broken before any step, and says so itself)."""
+    was broken before any step, and says so itself). The residual's own overflow is silent
+    here: ``largest_residual`` names it."""
     try:
-        yield
+        with np.errstate(over="ignore", invalid="ignore"):
+            yield
     except ValueError as exc:
         if not history or not str(exc).startswith("forward:"):
             raise
@@ -439,25 +589,34 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     """Gauss-Newton retraction onto {O_keep(keep_X) = ref}, in place.
 
     Repeats  theta <- theta - J^T (J J^T)^+ (O_keep(keep_X) - ref)  (the smallest step that
-    cancels the residual to first order) until max |O_keep - ref| <= tol or ``max_iter``
-    steps. Near the constraint the residual squares at each step (quadratic convergence),
-    so after a projected step of size lr (residual O(lr^2)) a few steps reach roundoff: two
-    to four at the tutorials' step sizes.
+    cancels the residual to first order) until max |O_keep - ref| <= tol * max(1, max |ref|)
+    or ``max_iter`` steps. Near the constraint the residual squares at each step (quadratic
+    convergence), so after a projected step of size lr (residual O(lr^2)) a few steps reach
+    roundoff: two to four at the tutorials' step sizes.
+
+    The tolerance is relative to the size of what is held (absolute below 1): ref = 1e-3 and
+    ref = 1e100 are both held to 1e-12 of their size, which the dtype reaches on every CPU (an
+    absolute 1e-12 at 1e100 would ask for less than one unit in the last place). A tol finer
+    than RESTORE_FLOOR_EPS = 16 eps of the dtype (float32: 1.9e-6) is raised to that floor, and
+    the report's note says so; a report that did not converge says why.
 
     ref : shape (len(keep_X), len(keep)), or (n,) when one output is kept
     Returns a RestoreReport.
     """
     keep_X, keep, ref, tol, max_iter, rcond = check_restore(net, keep_X, ref, keep, tol,
                                                             max_iter, rcond)
-    history = []
+    tol, note = restore_tolerance(tol, ref)
+    history, solve = [], None
     with all_or_nothing(net):
         for it in range(max_iter + 1):
             with blamed_on_ref(history):
                 r = (net(keep_X)[:, keep] - ref).reshape(-1)  # rows c = i q + j, as J's
-            history.append(float(np.max(np.abs(r))))
-            if history[-1] <= tol or it == max_iter or not np.isfinite(history[-1]):
+            history.append(largest_residual(r, ref))
+            if history[-1] <= tol or it == max_iter:
                 break
             J = jacobian.of(net, keep_X, keep)
-            restoring_step(net, J.rmatvec(GramSolver(finite_gram(J, keep_X), rcond)(r)), history[-1])
-    return RestoreReport(converged=history[-1] <= tol, iterations=len(history) - 1,
-                         residual=history[-1], history=history)
+            solve = GramSolver(finite_gram(J, keep_X), rcond)     # (J J^T)^+
+            with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named by the step
+                D = J.rmatvec(solve(r))                           # J^T (J J^T)^+ r
+            restoring_step(net, D, history[-1])
+    return restore_report(history, tol, note, solve, r.size)

@@ -120,6 +120,15 @@ class OutputJacobian:
             out += np.einsum("ijk,ik->ij", S, dz)               # S_l[i, j] . dz_i
         return out.reshape(-1)
 
+    def magnitude(self, D):
+        """|J| |D| (absolute values, entry by entry), shape (m,): the scale of the roundoff of
+        J . D, and of J . fl(D) against J . D: each is at most a few eps times it."""
+        out = np.zeros(self.outputs.shape, dtype=self.net.dtype)
+        for l, S in self.signals.items():
+            dz = np.abs(self.inputs[l]) @ np.abs(D[f"W{l}"]) + np.abs(D[f"b{l}"])
+            out += (np.abs(S) @ dz[:, :, None])[:, :, 0]        # |S_l[i, j]| . dz_i
+        return out.reshape(-1)
+
     def rmatvec(self, alpha):
         """J^T alpha for alpha of shape (m,); returns a dict like params.
 
@@ -186,6 +195,12 @@ class PiecewiseJacobian:
         out = np.zeros(self.outputs.shape, dtype=self.net.dtype)
         for piece, js, J in self.parts:
             out[:, js] = J.matvec(piece.to_mlp(D)).reshape(-1, len(js))
+        return out.reshape(-1)
+
+    def magnitude(self, D):
+        out = np.zeros(self.outputs.shape, dtype=self.net.dtype)
+        for piece, js, J in self.parts:
+            out[:, js] = J.magnitude(piece.to_mlp(D)).reshape(-1, len(js))
         return out.reshape(-1)
 
     def rmatvec(self, alpha):
@@ -282,11 +297,18 @@ class GramSolver:
 
     rcond defaults to m * eps(dtype), the size of the roundoff in the eigenvalues of an
     (m, m) matrix; in terms of J that drops singular values below sqrt(rcond) * sigma_max
-    (about 4e-8 sigma_max for m = 8 in float64).
+    (about 4e-8 sigma_max for m = 8 in float64, 1e-3 in float32).
+
+    This decision is the one both tiers make: ``fast.GramSolver`` keeps every constraint only
+    where a certificate proves these eigenvalues all above the cut-off, and elsewhere asks this
+    class, on the reference's own Gram.
 
     Attributes: ``rank``, the number of eigenvalues kept; ``cond``, the largest over the
-    smallest kept eigenvalue (the condition number of what is inverted).
+    smallest kept eigenvalue (the condition number of what is inverted); ``exact``, True (the
+    fast tier's solver may know cond by bounds only). ``fast.GramSolver`` has the same interface.
     """
+
+    exact = True
 
     def __init__(self, gram, rcond=None):
         gram = check_gram("gram", gram)
@@ -307,6 +329,18 @@ class GramSolver:
             raise ValueError(f"rhs: expected shape ({m},) or ({m}, k), got {rhs.shape}")
         inv = self.inv if rhs.ndim == 1 else self.inv[:, None]     # one 1/lambda per row
         return self.V @ (inv * (self.V.T @ rhs))
+
+    def refined(self, gram, rhs, passes):
+        """gram^+ rhs, then ``passes`` times the residual rhs - gram alpha solved and added
+        (iterative refinement on the system)."""
+        alpha = self(rhs)
+        for _ in range(passes):
+            alpha += self(rhs - gram @ alpha)
+        return alpha
+
+    def cond_exceeds(self, threshold):
+        """cond > threshold."""
+        return self.cond > threshold
 
 
 def kept_eigenvalues(lam, rcond):

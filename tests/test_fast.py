@@ -154,6 +154,12 @@ def gram_cond(net, X, keep):
     return jacobian.GramSolver(OutputJacobian(net, X, keep).gram()).cond
 
 
+#: the tiers are compared here, not their accuracy (test_rank_and_scale): a warning that the
+#: dtype cannot resolve some constraints is expected on some random problems, in both tiers
+NOT_RESOLVED = pytest.mark.filterwarnings("ignore::mlp_ref.fixes.PrecisionWarning")
+
+
+@NOT_RESOLVED
 @pytest.mark.parametrize("name, net, X, G", QUESTION + [(f"random {i}", *p) for i, p in enumerate(RANDOM)])
 def test_fast_project_equals_the_reference_in_float64(name, net, X, G):
     g = net.gradient(X, G)
@@ -192,6 +198,7 @@ def test_equal_inputs_take_the_same_path_to_the_same_bits():
         assert all(np.array_equal(c[k], d[k]) for k in c)
 
 
+@NOT_RESOLVED
 def test_fast_project_in_float32_agrees_to_float32_roundoff_times_the_conditioning():
     for seed in range(20):
         net, X, G = random_problem(seed, np.float32)
@@ -207,6 +214,7 @@ def test_fast_project_in_float32_agrees_to_float32_roundoff_times_the_conditioni
 SOME = QUESTION + [(f"random {i}", *p) for i, p in enumerate(RANDOM[:15])]
 
 
+@NOT_RESOLVED
 @pytest.mark.parametrize("name, net, X, G", SOME)
 def test_fast_nullspace_equals_the_reference(name, net, X, G):
     D = {k: np.random.default_rng(2).normal(size=v.shape) for k, v in net.params.items()}
@@ -234,12 +242,16 @@ def test_fast_restore_equals_the_reference(name, net, X, G):
 
 
 def test_fast_restore_reaches_a_huge_reference_as_the_reference_does():
-    """The solver's conjugate gradients work on rhs scaled by a power of two: their squares of
-    a residual of 1e200 (1e400) would overflow, and the loop stall, not converged."""
+    """Both tiers hold ref to tol relative to its size, so that 1e-3 and 1e200 converge alike on
+    every CPU (an absolute 1e-12 at 1e100 asks for less than one ulp, 1.9e84). The fast solver's
+    conjugate gradients work on rhs scaled by a power of two: their squares of a residual of
+    1e200 (1e400) would overflow, and the loop stall, not converged."""
     net, X = mr.MLP([3, 4, 2]), np.random.default_rng(0).random((5, 3))
-    for size in (1e10, 1e100, 1e200):
-        reports = [restore(net.copy(), X, np.full(5, size)) for restore in (fixes.restore, fast.restore)]
-        assert [r.converged for r in reports] == [True, True] and reports[1].residual == 0.0
+    for size in (1e-3, 1.0, 1e10, 1e100, 1e200):
+        for restore in (fixes.restore, fast.restore):
+            report = restore(net.copy(), X, np.full(5, size))
+            assert report.converged and report.tol == 1e-12 * max(1.0, size), (size, str(report))
+            assert report.residual <= report.tol and report.note == ""
 
 
 # -- the fast Jacobian and solver against the reference ones --------------------------------------
