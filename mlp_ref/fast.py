@@ -41,7 +41,6 @@ import weakref
 import numpy as np
 
 from . import _checks, fixes, jacobian
-from .fixes import RestoreReport
 from .jacobian import check_keep, check_rcond, default_rcond
 from .network import MLP, check_inputs, check_lr, check_writable, overflow_error
 
@@ -509,8 +508,10 @@ def certify(gram, rcond):
     > tiny: no eigenvalue under the reference's cut-offs (``kept_eigenvalues``). The margin
     beta >= (n + 2) u trace(gram) also exceeds, in practice, the error of the reference's
     computed eigenvalues (LAPACK bounds it by p(n) u ||gram||_2 with p a modest function of n,
-    not stated), so that the reference finds the same rank: the tests check it, the
-    inequality does not.
+    not stated) and the few ulps by which the reference's own Gram of the same constraints
+    differs from this one, so that the reference finds the same rank: the tests check it,
+    just above the shift where it is closest, the inequality does not. Where the certificate
+    fails, ``GramSolver`` asks the reference.
 
     The price of rigour: sigma ~ 4 n u T, so the certificate covers cond up to about
     lam_max / sigma (7e9 for the 2,560 constraints of the memory sweep, trace 130 lam_max;

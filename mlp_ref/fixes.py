@@ -505,9 +505,10 @@ def why_not_converged(history, solve, m):
         return (f"{m - solve.rank} of the {m} constraints have eigenvalues of J J^T at most rcond = "
                 f"{solve.rcond:.2g} times the largest (zero or dependent rows, or beyond the dtype's "
                 f"resolution), and no Gauss-Newton step moves the residual along them")
-    if len(history) > 2 and history[-1] > 0.5 * min(history[:-1]):
-        return (f"the residual stopped falling at about {min(history):.3g}: the steps are no more exact "
-                f"than eps * cond(J J^T), cond = {solve.cond:.3g}")
+    if len(history) > 1 and history[-1] > 0.5 * min(history[:-1]):
+        return (f"the residual stopped falling (at {history[-1]:.3g}, its least {min(history):.3g}): "
+                f"ref may be too far for Gauss-Newton's linear model, or its steps no more exact "
+                f"than eps * cond(J J^T) allows, cond = {solve.cond:.3g}")
     return "the residual was still falling: a larger max_iter may reach tol"
 
 

@@ -185,6 +185,7 @@ def test_restore_reports_non_convergence_honestly():
     assert report.iterations == 1 and len(report.history) == 2
     assert report.residual == np.abs(stepped(X)[:, 0] - ref).max() > 1e-14
     assert "NOT converged" in str(report)
+    assert report.note and report.note in str(report)               # and it says why
 
 
 def test_restore_with_nothing_to_do_takes_no_step():
@@ -325,6 +326,7 @@ def test_all_zero_constraint_rows_and_an_all_zero_gram():
     ref = net(dead)[:, 0] + 1.0
     report = fixes.restore(net.copy(), dead, ref, max_iter=3)
     assert not report.converged and report.iterations == 3
+    assert report.note.startswith(f"{len(dead)} of the {len(dead)} constraints")
 
 
 def test_the_penalty_is_stable_below_its_limit_and_grows_above_it():
