@@ -175,16 +175,27 @@ def test_fast_project_equals_the_reference_in_float64(name, net, X, G):
 
 
 def test_fast_project_on_the_seed_network_refines_as_the_reference_does():
-    # cond(J1 J1^T) ~ 2e11 there: one solve alone leaves |J1 D| ~ 1e-8 |J1 g|
+    """cond(J1 J1^T) = 2.4e11 on the seed network. Refined, both tiers hold J1 D = 0 to the accuracy
+    ``fixes.nullspace`` states, (HELD_EPS + m) eps ||J| (|D| + |g|)||, and agree as far as J D = 0
+    pins D down (``close``). One solve alone is a backward-stable solve of J J^T alpha = J g: it
+    leaves at most about m eps cond |J g| (measured: 1e-8 |J g|, above the refined accuracy,
+    which is why the default refines)."""
     net, X, _ = SETUPS["seed"]()
     J = OutputJacobian(net, X, [0])
-    Jg = np.abs(J.matvec(net.gradient(X, G_QUESTION))).max()
+    g = net.gradient(X, G_QUESTION)
+    cond, m, eps = gram_cond(net, X, [0]), J.n_rows, np.finfo(float).eps
+
+    def accuracy(D):
+        size = np.linalg.norm(J.magnitude({k: np.abs(D[k]) + np.abs(v) for k, v in g.items()}))
+        return (fixes.HELD_EPS + m) * eps * size
+
     for refine in (1, 2):
         D = fast.project(net, X, G_QUESTION, refine=refine)
-        assert rel(D, fixes.project(net, X, G_QUESTION, refine=refine)) <= 1e-11
-        assert np.abs(J.matvec(D)).max() <= 1e-12 * Jg
+        assert close(D, fixes.project(net, X, G_QUESTION, refine=refine), g, RTOL, cond)
+        assert np.linalg.norm(J.matvec(D)) <= accuracy(D)
     unrefined = fast.project(net, X, G_QUESTION, refine=0)
-    assert 1e-12 * Jg < np.abs(J.matvec(unrefined)).max() <= 1e-6 * Jg
+    left = np.linalg.norm(J.matvec(unrefined))
+    assert accuracy(unrefined) < left <= m * eps * cond * np.linalg.norm(J.matvec(g))
 
 
 def test_equal_inputs_take_the_same_path_to_the_same_bits():
@@ -235,8 +246,13 @@ def test_fast_restore_equals_the_reference(name, net, X, G):
     a, b = moved.copy(), moved.copy()
     report_ref = fixes.restore(a, X, ref_values, keep=keep, max_iter=8)
     report_fast = fast.restore(b, X, ref_values, keep=keep, max_iter=8)
-    assert report_fast.converged == report_ref.converged
-    assert report_fast.iterations == report_ref.iterations
+    assert report_fast.converged == report_ref.converged and report_fast.tol == report_ref.tol
+    # the same iteration, rounded differently: the same number of steps, unless a residual lies
+    # within the roundoff of the outputs (a few eps * max(1, max |ref|)) of tol, where either
+    # tier may stop one step apart
+    floor = 64 * np.finfo(float).eps * max(1.0, float(np.abs(ref_values).max()))
+    decided = all(abs(h - report_ref.tol) > floor for h in report_ref.history + report_fast.history)
+    assert abs(report_fast.iterations - report_ref.iterations) <= (0 if decided else 1)
     scale = max(np.linalg.norm(flatten(moved.params)), 1.0)
     assert np.linalg.norm(flatten(a.params) - flatten(b.params)) <= RTOL * scale
 
@@ -459,19 +475,25 @@ def test_the_refined_solve_reaches_the_residual_of_the_reference():
         if ref.rank < gram.shape[0]:
             continue                    # the pseudo-inverse: the reference's own solver
         solved += 1
+        # backward stable as the reference: a residual of a few eps (m eps bounds a sum of m
+        # terms), or within twice the reference's where that is more
         for alpha in (ours(rhs), ours.refined(gram, rhs, 1)):
             assert residual(gram, alpha, rhs) <= max(2 * residual(gram, ref(rhs), rhs),
-                                                     4 * np.finfo(float).eps)
+                                                     gram.shape[0] * np.finfo(float).eps)
     assert solved > 25
 
 
 def test_the_cond_estimate_is_a_lower_bound_within_a_factor_1_5():
+    # a lower bound up to roundoff: the Rayleigh quotient at the bottom, as eigh's lam_min, is
+    # known to about m eps lam_max, a relative m eps cond
+    eps = np.finfo(float).eps
     for seed in range(60):
         net, X, _ = random_problem(seed)
         gram = OutputJacobian(net, X, [0, 1]).gram()
         ours, ref = fast.GramSolver(gram), jacobian.GramSolver(gram)
         if ref.rank == gram.shape[0]:
-            assert ref.cond / 1.5 <= ours.estimate_cond() <= ref.cond * (1 + 1e-8), seed
+            roundoff = 4 * gram.shape[0] * eps * ref.cond
+            assert ref.cond / 1.5 <= ours.estimate_cond() <= ref.cond * (1 + roundoff), seed
 
 
 def test_a_rank_deficient_gram_takes_the_pseudo_inverse():
