@@ -748,7 +748,7 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
             try:
                 return nullspace(net, gradient(net, X, G), keep_X, keep, rcond, refine)
             except ValueError as exc:     # D is ours, made from G: the reference's message
-                if not str(exc).startswith("D"):
+                if getattr(exc, "argument", None) != "D":
                     raise
                 return fixes.project(net, X, G, keep, keep_X, rcond, refine)
     rcond, refine = check_rcond(rcond), fixes.check_refine(refine)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _checks, jacobian
+from ._checks import BadType, BadValue
 from .jacobian import GramSolver, check_keep, check_rcond, flatten, unflatten
 from .network import Model, check_inputs
 
@@ -41,8 +42,8 @@ from .network import Model, check_inputs
 def check_net(net):
     """``net`` if it is a model of this package, else TypeError starting 'net:'."""
     if not isinstance(net, Model):
-        raise TypeError(f"net: expected a model of mlp_ref (MLP, SplitHeads, TwoTower), "
-                        f"got {_checks.describe(net)}")
+        raise BadType(f"net: expected a model of mlp_ref (MLP, SplitHeads, TwoTower), "
+                      f"got {_checks.describe(net)}", argument="net")
     return net
 
 
@@ -62,8 +63,8 @@ def check_refine(refine):
     """A whole number of refinement passes, 0 .. MAX_REFINE (None: the default, 1)."""
     refine = 1 if refine is None else _checks.whole_number("refine", refine, minimum=0)
     if refine > MAX_REFINE:
-        raise ValueError(f"refine: expected at most {MAX_REFINE} passes (each multiplies the error "
-                         f"by about eps * cond(J J^T): a few reach roundoff), got {refine}")
+        raise BadValue(f"refine: expected at most {MAX_REFINE} passes (each multiplies the error "
+                       f"by about eps * cond(J J^T): a few reach roundoff), got {refine}", argument="refine")
     return refine
 
 
@@ -72,16 +73,16 @@ def check_trainable(net, trainable):
     if isinstance(trainable, str):
         trainable = [trainable]
     if not hasattr(trainable, "__iter__"):
-        raise TypeError(f"trainable: expected a list of parameter names from {list(net.params)}, "
-                        f"got {_checks.describe(trainable)}")
+        raise BadType(f"trainable: expected a list of parameter names from {list(net.params)}, "
+                      f"got {_checks.describe(trainable)}", argument="trainable")
     trainable = list(trainable)
     if not all(isinstance(k, str) for k in trainable):
-        raise TypeError(f"trainable: expected parameter names (strings) from {list(net.params)}, "
-                        f"got {reprlib.repr(trainable)}")
+        raise BadType(f"trainable: expected parameter names (strings) from {list(net.params)}, "
+                      f"got {reprlib.repr(trainable)}", argument="trainable")
     unknown = [k for k in trainable if k not in net.params]
     if unknown:
-        raise ValueError(f"trainable: unknown parameter names {reprlib.repr(unknown)}; "
-                         f"known: {list(net.params)}")
+        raise BadValue(f"trainable: unknown parameter names {reprlib.repr(unknown)}; "
+                       f"known: {list(net.params)}", argument="trainable")
     return trainable
 
 
@@ -92,8 +93,8 @@ def check_ref(ref, n, keep, dtype):
         ref = ref[:, None]
     if ref.shape != (n, len(keep)):
         hint = f" or ({n},)" if len(keep) == 1 else ""
-        raise ValueError(f"ref: expected shape ({n}, {len(keep)}){hint} (rows of keep_X, "
-                         f"kept outputs), got shape {ref.shape}")
+        raise BadValue(f"ref: expected shape ({n}, {len(keep)}){hint} (rows of keep_X, "
+                       f"kept outputs), got shape {ref.shape}", argument="ref")
     return ref
 
 
@@ -155,7 +156,7 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     try:
         return nullspace(net, g, keep_X, keep, rcond, refine)
     except ValueError as exc:
-        if not str(exc).startswith("D"):      # D is ours here, made from G: G's size is to blame
+        if getattr(exc, "argument", None) != "D":     # D is ours here, made from G: G's size is to blame
             raise
         raise projection_overflow(net, G, f" (a gradient of max |g| = {largest(g):.3g})") from None
 
@@ -197,8 +198,8 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
             alpha = solve(J.matvec(D))                    # (J J^T)^+ J D
             D = subtract(D, J.rmatvec(alpha))             # D - J^T alpha
         if not all(np.isfinite(v).all() for v in D.values()):
-            raise ValueError(f"D: expected values for which D - J^T (J J^T)^+ J D stays finite in "
-                             f"{net.dtype}, got max |D| = {largest(given):.3g}; scale D down")
+            raise BadValue(f"D: expected values for which D - J^T (J J^T)^+ J D stays finite in "
+                           f"{net.dtype}, got max |D| = {largest(given):.3g}; scale D down", argument="D")
     warn_if_not_held(J, gram, solve, given, D, refine)
     return D
 
@@ -282,8 +283,8 @@ def callers_level():
 
 def projection_overflow(net, G, detail=""):
     """The error for a projected direction that overflows: D is made from G, so G is named."""
-    return ValueError(f"G: expected values for which the projected direction stays finite in "
-                      f"{net.dtype}, got max |G| = {float(np.abs(G).max()):.3g}{detail}")
+    return BadValue(f"G: expected values for which the projected direction stays finite in "
+                    f"{net.dtype}, got max |G| = {float(np.abs(G).max()):.3g}{detail}", argument="G")
 
 
 def largest(D):
@@ -340,7 +341,7 @@ def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
     lam = _checks.real("lam", lam, low=0.0)
     top = float(np.finfo(net.dtype).max)
     if lam > top:                   # NumPy 2 would round it to inf in the network's dtype
-        raise ValueError(f"lam: expected a number <= {top:.3g}, which fits in {net.dtype}, got {lam:g}")
+        raise BadValue(f"lam: expected a number <= {top:.3g}, which fits in {net.dtype}, got {lam:g}", argument="lam")
     out = net(X)
     ref = out[:, keep] if ref is None else check_ref(ref, X.shape[0], keep, net.dtype)
     G_total = np.array(G)
@@ -348,23 +349,23 @@ def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
         residual = out[:, keep] - ref
         G_total[:, keep] += lam * residual
     if not np.isfinite(residual).all():
-        raise ValueError(f"ref: expected values whose distance to the outputs stays finite in "
-                         f"{net.dtype}, got max |ref| = {float(np.abs(ref).max()):.3g}")
+        raise BadValue(f"ref: expected values whose distance to the outputs stays finite in "
+                       f"{net.dtype}, got max |ref| = {float(np.abs(ref).max()):.3g}", argument="ref")
     if not np.isfinite(G_total).all():
-        raise ValueError(f"lam: expected a weight for which G + lam * (O_keep - ref) stays finite "
-                         f"in {net.dtype}, got lam = {lam:.3g} (max |O_keep - ref| = "
-                         f"{float(np.abs(residual).max()):.3g})")
+        raise BadValue(f"lam: expected a weight for which G + lam * (O_keep - ref) stays finite "
+                       f"in {net.dtype}, got lam = {lam:.3g} (max |O_keep - ref| = "
+                       f"{float(np.abs(residual).max()):.3g})", argument="lam")
     try:
         return net.gradient(X, G_total)
     except ValueError as exc:           # G_total overflowed the backward pass: whose part is large?
         big_G, far = float(np.abs(G).max()), float(np.abs(residual).max())
-        if not str(exc).startswith("G:") or lam * far <= big_G:
+        if getattr(exc, "argument", None) != "G" or lam * far <= big_G:
             raise                       # the caller's G: its own message says so
         blamed = "lam" if lam >= far else "ref"
-        raise ValueError(f"{blamed}: expected values for which the pull lam * (O_keep - ref) keeps the "
-                         f"backward pass finite in {net.dtype}, got max |lam * (O_keep - ref)| = "
-                         f"{lam * far:.3g} (lam = {lam:.3g}, max |O_keep - ref| = {far:.3g}, "
-                         f"max |G| = {big_G:.3g})") from None
+        raise BadValue(f"{blamed}: expected values for which the pull lam * (O_keep - ref) keeps the "
+                       f"backward pass finite in {net.dtype}, got max |lam * (O_keep - ref)| = "
+                       f"{lam * far:.3g} (lam = {lam:.3g}, max |O_keep - ref| = {far:.3g}, "
+                       f"max |G| = {big_G:.3g})", argument=blamed) from None
 
 
 def penalty_limit(net, X, keep=(0,)):
@@ -484,8 +485,8 @@ def largest_residual(r, ref):
     outputs are: the forward pass checks them)."""
     top = float(np.max(np.abs(r)))
     if not np.isfinite(top):
-        raise _checks.BadValue(f"ref: expected values whose distance to the outputs stays finite in "
-                               f"{r.dtype}, got max |ref| = {float(np.abs(ref).max()):.3g}", argument="ref")
+        raise BadValue(f"ref: expected values whose distance to the outputs stays finite in "
+                       f"{r.dtype}, got max |ref| = {float(np.abs(ref).max()):.3g}", argument="ref")
     return top
 
 
@@ -522,14 +523,14 @@ def finite_gram(J, keep_X, name="keep_X (X when not given)", short="keep_X"):
             return gram
         broken = [l for l, A in J.inputs.items() if not np.isfinite(A @ A.T).all()]
     if broken and broken[0] == 1:
-        raise ValueError(f"{name}: expected values for which the Gram J J^T (which holds "
-                         f"{short} @ {short}.T) stays finite, got max |{short}| = "
-                         f"{float(np.abs(keep_X).max()):.3g}; scale {short} down")
+        raise BadValue(f"{name}: expected values for which the Gram J J^T (which holds "
+                       f"{short} @ {short}.T) stays finite, got max |{short}| = "
+                       f"{float(np.abs(keep_X).max()):.3g}; scale {short} down", argument=short)
     what = (f"the inputs of layer {broken[0]}, a{broken[0] - 1}, reach "
             f"{float(np.abs(J.inputs[broken[0]]).max()):.3g}" if broken else
             "its signals (the output side's weights) overflow")
-    raise ValueError(f"net: the Gram J J^T overflows {gram.dtype}: {what}, with max |{short}| = "
-                     f"{float(np.abs(keep_X).max()):.3g}; the parameters are too large")
+    raise BadValue(f"net: the Gram J J^T overflows {gram.dtype}: {what}, with max |{short}| = "
+                   f"{float(np.abs(keep_X).max()):.3g}; the parameters are too large", argument="net")
 
 
 def check_restore(net, keep_X, ref, keep, tol, max_iter, rcond):
@@ -562,11 +563,11 @@ def restoring_step(net, D, residual, step=None):
     try:
         (step or type(net).step)(net, D, 1.0)
     except ValueError as exc:
-        if not str(exc).startswith(("D", "lr")):     # the network's own complaint (read-only, ...)
+        if getattr(exc, "argument", None) not in ("D", "lr"):   # the network's own (read-only, ...)
             raise
-        raise ValueError(f"ref: expected values the network can reach, got max |O - ref| = "
-                         f"{residual:.3g}, whose Gauss-Newton step does not fit the "
-                         f"parameters ({exc})") from None
+        raise BadValue(f"ref: expected values the network can reach, got max |O - ref| = "
+                       f"{residual:.3g}, whose Gauss-Newton step does not fit the "
+                       f"parameters ({exc})", argument="ref") from None
 
 
 @contextmanager
@@ -579,11 +580,11 @@ def blamed_on_ref(history):
         with np.errstate(over="ignore", invalid="ignore"):
             yield
     except ValueError as exc:
-        if not history or not str(exc).startswith("forward:"):
+        if not history or getattr(exc, "argument", None) != "forward":
             raise
-        raise ValueError(f"ref: expected values the network can reach: {len(history)} restoring "
-                         f"step(s) toward max |O - ref| = {history[0]:.3g} made its output "
-                         f"overflow ({exc})") from None
+        raise BadValue(f"ref: expected values the network can reach: {len(history)} restoring "
+                       f"step(s) toward max |O - ref| = {history[0]:.3g} made its output "
+                       f"overflow ({exc})", argument="ref") from None
 
 
 def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):

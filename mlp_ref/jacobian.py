@@ -31,6 +31,7 @@ import reprlib
 import numpy as np
 
 from . import _checks
+from ._checks import BadType, BadValue
 from .network import MLP, Model
 
 
@@ -41,18 +42,18 @@ def check_keep(keep, K, name="keep"):
     if isinstance(keep, np.ndarray) and keep.ndim == 0:       # np.array(0): one index, as 0 is
         keep = [keep.item()]
     if isinstance(keep, (str, bytes, dict)) or not hasattr(keep, "__iter__"):
-        raise TypeError(f"{name}: expected a list of output indices, got {_checks.describe(keep)}")
+        raise BadType(f"{name}: expected a list of output indices, got {_checks.describe(keep)}", argument=name)
     keep = list(keep)
     if not keep:
-        raise ValueError(f"{name}: expected at least one output index, got an empty list")
+        raise BadValue(f"{name}: expected at least one output index, got an empty list", argument=name)
     for k in keep:
         if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
-            raise TypeError(f"{name}: expected whole-number output indices, got {reprlib.repr(keep)}")
+            raise BadType(f"{name}: expected whole-number output indices, got {reprlib.repr(keep)}", argument=name)
         if not 0 <= k < K:
-            raise ValueError(f"{name}: output index {k} out of range for {K} outputs "
-                             f"(expected 0 .. {K - 1})")
+            raise BadValue(f"{name}: output index {k} out of range for {K} outputs "
+                           f"(expected 0 .. {K - 1})", argument=name)
     if len(set(keep)) != len(keep):
-        raise ValueError(f"{name}: expected distinct output indices, got {reprlib.repr(keep)}")
+        raise BadValue(f"{name}: expected distinct output indices, got {reprlib.repr(keep)}", argument=name)
     return [int(k) for k in keep]
 
 
@@ -75,8 +76,8 @@ class OutputJacobian:
 
     def __init__(self, net, X, keep=(0,)):
         if not isinstance(net, MLP):
-            raise TypeError(f"net: expected an MLP (for any model, use jacobian.of), "
-                            f"got {_checks.describe(net)}")
+            raise BadType(f"net: expected an MLP (for any model, use jacobian.of), "
+                          f"got {_checks.describe(net)}", argument="net")
         self.net = net
         record = net.forward(X)
         n, K = record.output.shape
@@ -221,8 +222,8 @@ def of(net, X, keep=(0,)):
         return OutputJacobian(net, X, keep)
     if isinstance(net, Model):
         return PiecewiseJacobian(net, X, keep)
-    raise TypeError(f"net: expected a model of mlp_ref (MLP, SplitHeads, TwoTower), "
-                    f"got {_checks.describe(net)}")
+    raise BadType(f"net: expected a model of mlp_ref (MLP, SplitHeads, TwoTower), "
+                  f"got {_checks.describe(net)}", argument="net")
 
 
 def dense_rows(net, X, keep=(0,)):
@@ -233,7 +234,7 @@ def dense_rows(net, X, keep=(0,)):
 def flatten(D):
     """A dict like params as one vector, in the order W1, b1, W2, b2, ... (row-major)."""
     if not isinstance(D, dict) or not D:
-        raise TypeError(f"D: expected a non-empty dict like params, got {_checks.describe(D)}")
+        raise BadType(f"D: expected a non-empty dict like params, got {_checks.describe(D)}", argument="D")
     return np.concatenate([np.ravel(v) for v in D.values()])
 
 
@@ -244,8 +245,8 @@ def unflatten(vector, like):
     if vector.ndim == 2 and vector.shape[1] == 1:        # a column, as pinv(J) @ r gives it
         vector = vector[:, 0]
     if vector.shape != (total,):
-        raise ValueError(f"vector: expected shape ({total},) or ({total}, 1), one entry per parameter of "
-                         f"{list(like)}, got {vector.shape}")
+        raise BadValue(f"vector: expected shape ({total},) or ({total}, 1), one entry per parameter of "
+                       f"{list(like)}, got {vector.shape}", argument="vector")
     out, start = {}, 0
     for key, value in like.items():
         size = np.size(value)
@@ -260,7 +261,7 @@ def check_rcond(rcond):
         return None
     rcond = _checks.real("rcond", rcond, low=0.0, low_inclusive=False)
     if rcond >= 1.0:
-        raise ValueError(f"rcond: expected a relative cut-off below 1 (or None), got {rcond}")
+        raise BadValue(f"rcond: expected a relative cut-off below 1 (or None), got {rcond}", argument="rcond")
     return rcond
 
 
@@ -272,12 +273,12 @@ def check_gram(name, gram):
         dtype = np.float64
     gram = _checks.as_array(name, gram, dtype)
     if gram.ndim != 2 or gram.shape[0] != gram.shape[1] or gram.shape[0] < 1:
-        raise ValueError(f"{name}: expected a square (m, m) matrix with m >= 1, got shape {gram.shape}")
+        raise BadValue(f"{name}: expected a square (m, m) matrix with m >= 1, got shape {gram.shape}", argument=name)
     scale = float(np.abs(gram).max())
     asym = float(np.abs(gram - gram.T).max())
     if asym > 1e3 * np.finfo(dtype).eps * max(scale, np.finfo(dtype).tiny):
-        raise ValueError(f"{name}: expected a symmetric matrix, got max |gram - gram.T| = {asym:.3g} "
-                         f"(max |gram| = {scale:.3g})")
+        raise BadValue(f"{name}: expected a symmetric matrix, got max |gram - gram.T| = {asym:.3g} "
+                       f"(max |gram| = {scale:.3g})", argument=name)
     return gram
 
 
@@ -326,7 +327,7 @@ class GramSolver:
         rhs = np.asarray(rhs)
         m = len(self.inv)
         if rhs.ndim not in (1, 2) or rhs.shape[0] != m:
-            raise ValueError(f"rhs: expected shape ({m},) or ({m}, k), got {rhs.shape}")
+            raise BadValue(f"rhs: expected shape ({m},) or ({m}, k), got {rhs.shape}", argument="rhs")
         inv = self.inv if rhs.ndim == 1 else self.inv[:, None]     # one 1/lambda per row
         return self.V @ (inv * (self.V.T @ rhs))
 
@@ -371,7 +372,7 @@ def tangent_kernel_by_layer(net, X, i=0, j=1):
     dict: layer l -> ndarray (n, n), and "total" -> their sum, J_i J_j^T.
     """
     if not isinstance(net, MLP):
-        raise TypeError(f"net: expected an MLP, got {_checks.describe(net)}")
+        raise BadType(f"net: expected an MLP, got {_checks.describe(net)}", argument="net")
     K = net.sizes[-1]
     i, j = (check_keep([k], K, name)[0] for k, name in ((i, "i"), (j, "j")))
     jac = OutputJacobian(net, X, keep=[i, j] if i != j else [i])
@@ -383,8 +384,8 @@ def tangent_kernel_by_layer(net, X, i=0, j=1):
     if not np.isfinite(shares["total"]).all():
         big_X = float(np.abs(jac.inputs[1]).max())
         if not np.isfinite(kernels[1]).all():             # X's own products a0 a0^T
-            raise ValueError(f"X: expected values for which the kernel (which holds X @ X.T) stays "
-                             f"finite, got max |X| = {big_X:.3g}; scale X down")
-        raise ValueError(f"net: the kernel overflows {net.dtype} with max |X| = {big_X:.3g}: the "
-                         f"parameters are too large")
+            raise BadValue(f"X: expected values for which the kernel (which holds X @ X.T) stays "
+                           f"finite, got max |X| = {big_X:.3g}; scale X down", argument="X")
+        raise BadValue(f"net: the kernel overflows {net.dtype} with max |X| = {big_X:.3g}: the "
+                       f"parameters are too large", argument="net")
     return shares
