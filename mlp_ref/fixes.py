@@ -442,8 +442,8 @@ class RestoreReport:
     iterations : Gauss-Newton steps taken
     residual   : the final max |O_keep(keep_X) - ref|
     history    : the residual before each step, and after the last one
-    tol        : the tolerance it stopped at, absolute: the caller's tol * max(1, max |ref|), or
-                 the dtype's floor when that asks for less (``restore_tolerance``)
+    tol        : the tolerance it stopped at: the caller's tol, or the dtype's resolution at the
+                 size of ref where tol asks for less (``restore_tolerance``)
     note       : "" when there is nothing to add; else why tol was raised to the floor, or why
                  the loop did not converge
     """
@@ -460,24 +460,24 @@ class RestoreReport:
                 f"max |O - ref| = {self.residual:.3e}" + (f" ({self.note})" if self.note else ""))
 
 
-#: restore aims no closer than this many eps of the dtype (relative, as tol is): where the dtype
-#: resolves every constraint it comes within 2 eps * max(1, max |ref|) of ref (measured on 200
-#: random networks in float64 and float32), while the default tol = 1e-12 is a millionth of
-#: float32's eps, beyond its reach.
+#: restore aims no closer to ref than this many eps of the dtype times max(1, max |ref|): where
+#: the dtype resolves every constraint it comes within 2 eps * max(1, max |ref|) of ref (measured
+#: on 200 random networks in float64 and float32), while an absolute 1e-12 is less than one ulp
+#: of 1e100 (1.9e84), and a millionth of float32's eps.
 RESTORE_FLOOR_EPS = 16
 
 
 def restore_tolerance(tol, ref):
-    """(the absolute tolerance ``restore`` stops at, a note): tol * max(1, max |ref|), relative
-    to the size of what is held (absolute for values below 1, so that ref = 0 is reachable), or
-    RESTORE_FLOOR_EPS * eps * max(1, max |ref|) when tol asks for less than the dtype resolves,
-    and then the note says so."""
-    scale = max(1.0, float(np.abs(ref).max()))
-    floor = RESTORE_FLOOR_EPS * float(np.finfo(ref.dtype).eps)
+    """(the tolerance ``restore`` stops at, a note): tol, or where tol asks for less than the dtype
+    resolves at the size of what is held, its resolution there, RESTORE_FLOOR_EPS * eps *
+    max(1, max |ref|) (at least 1: an output near 0 is still a sum of terms that need not be
+    small), and then the note says so."""
+    floor = RESTORE_FLOOR_EPS * float(np.finfo(ref.dtype).eps) * max(1.0, float(np.abs(ref).max()))
     if tol >= floor:
-        return tol * scale, ""
-    return floor * scale, (f"tol = {tol:.3g} is finer than {ref.dtype} resolves: held to "
-                           f"{RESTORE_FLOOR_EPS} eps * max(1, max |ref|) = {floor * scale:.3g}")
+        return tol, ""
+    return floor, (f"tol = {tol:.3g} is finer than {ref.dtype} resolves at max |ref| = "
+                   f"{float(np.abs(ref).max()):.3g}: held to {RESTORE_FLOOR_EPS} eps * max(1, max |ref|) "
+                   f"= {floor:.3g}")
 
 
 def largest_residual(r, ref):
@@ -591,16 +591,16 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     """Gauss-Newton retraction onto {O_keep(keep_X) = ref}, in place.
 
     Repeats  theta <- theta - J^T (J J^T)^+ (O_keep(keep_X) - ref)  (the smallest step that
-    cancels the residual to first order) until max |O_keep - ref| <= tol * max(1, max |ref|)
-    or ``max_iter`` steps. Near the constraint the residual squares at each step (quadratic
-    convergence), so after a projected step of size lr (residual O(lr^2)) a few steps reach
-    roundoff: two to four at the tutorials' step sizes.
+    cancels the residual to first order) until max |O_keep - ref| <= tol or ``max_iter``
+    steps. Near the constraint the residual squares at each step (quadratic convergence), so
+    after a projected step of size lr (residual O(lr^2)) a few steps reach roundoff: two to
+    four at the tutorials' step sizes.
 
-    The tolerance is relative to the size of what is held (absolute below 1): ref = 1e-3 and
-    ref = 1e100 are both held to 1e-12 of their size, which the dtype reaches on every CPU (an
-    absolute 1e-12 at 1e100 would ask for less than one unit in the last place). A tol finer
-    than RESTORE_FLOOR_EPS = 16 eps of the dtype (float32: 1.9e-6) is raised to that floor, and
-    the report's note says so; a report that did not converge says why.
+    The tolerance scales with what is held where tol asks for less than the dtype resolves: it
+    is max(tol, 16 eps * max(1, max |ref|)) (``restore_tolerance``), so that ref = 1e-3 and
+    ref = 1e100 both converge on every CPU (an absolute 1e-12 at 1e100 asks for less than one
+    unit in the last place, 1.9e84), and float32 (eps 1.2e-7) aims at what it can reach. The
+    report's note says when tol was raised so; a report that did not converge says why.
 
     ref : shape (len(keep_X), len(keep)), or (n,) when one output is kept
     Returns a RestoreReport.
