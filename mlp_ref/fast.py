@@ -309,7 +309,8 @@ class GramSolver:
        stacked backward pass against one from q passes: other matrix shapes, other roundings),
        so that deciding on our own, at an eigenvalue at the cut-off, the tiers would keep
        different numbers of constraints. At full rank gram itself is then factorised (shift
-       0); else the reference's pseudo-inverse is used.
+       0); else the reference's pseudo-inverse is used. Within the margin the fast tier pays
+       what the reference pays (its Jacobian, its Gram, eigh); outside it, a factorisation.
     2. The solve (``__call__``, ``refined``): (L L^T)^-1 = (gram - sigma I)^-1, by block
        substitution (``Substitution``), is not gram^-1 but a preconditioner for it, close
        to it when sigma << lam_min; conjugate gradients with it (``_iterate``) reach gram^-1
