@@ -57,6 +57,21 @@ def finite(a):
 _ALL = np.logical_and.reduce
 
 
+@functools.lru_cache(maxsize=None)
+def eps(dtype):
+    """The machine epsilon of ``dtype`` as a float (``np.finfo`` runs Python each call)."""
+    return float(np.finfo(dtype).eps)
+
+
+@functools.lru_cache(maxsize=None)
+def tiny(dtype):
+    """The smallest normal number of ``dtype`` as a float."""
+    return float(np.finfo(dtype).tiny)
+
+
+_finite = finite            # for the functions whose argument ``finite`` hides this one
+
+
 def describe(x):
     """A short description of what came: type, and shape/dtype for arrays."""
     if isinstance(x, np.ndarray):
@@ -227,6 +242,10 @@ def param_dict(name, D, shapes, dtype, require_all=True, finite=True):
 
     Returns a new dict of arrays converted to ``dtype``; nothing of ``D`` is modified.
     """
+    if (type(D) is dict and D.keys() == shapes.keys()      # the common case, right as it came
+            and all(type(v) is np.ndarray and v.dtype == dtype and v.shape == shapes[k] for k, v in D.items())
+            and (not finite or _finite(np.concatenate([v.ravel() for v in D.values()])))):
+        return dict(D)
     if not isinstance(D, dict):
         raise BadType(f"{name}: expected a dict like params with keys {list(shapes)}, "
                       f"got {describe(D)}", argument=name)

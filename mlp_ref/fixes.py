@@ -161,6 +161,7 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
         raise projection_overflow(net, G, f" (a gradient of max |g| = {largest(g):.3g})") from None
 
 
+@_checks.overflow_is_reported
 def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     """D - J^T (J J^T)^+ J D: the part of D that moves no kept output on keep_X (to first order).
 
@@ -194,10 +195,9 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     solve = GramSolver(gram, rcond)                       # (J J^T)^+
     given = D
     for _ in range(1 + refine):                           # the projection, then its refinements
-        with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named below
-            alpha = solve(J.matvec(D))                    # (J J^T)^+ J D
-            D = subtract(D, J.rmatvec(alpha))             # D - J^T alpha
-        if not all(np.isfinite(v).all() for v in D.values()):
+        alpha = solve(J.matvec(D))                        # (J J^T)^+ J D
+        D = subtract(D, J.rmatvec(alpha))                 # D - J^T alpha
+        if not all(_checks.finite(v) for v in D.values()):
             raise BadValue(f"D: expected values for which D - J^T (J J^T)^+ J D stays finite in "
                            f"{net.dtype}, got max |D| = {largest(given):.3g}; scale D down", argument="D")
     warn_if_not_held(J, gram, solve, given, D, refine)
@@ -222,7 +222,7 @@ def assured_cond(dtype, refine):
     """The cond(J J^T) up to which 1 + refine passes assure the accuracy: each leaves about
     eps * cond of the error before it, so (eps * cond)^(1 + refine) <= HELD_EPS * eps
     (3.8e8 in float64 and 1.6e4 in float32 with one refinement pass)."""
-    eps = float(np.finfo(dtype).eps)
+    eps = _checks.eps(dtype)
     return (HELD_EPS * eps) ** (1.0 / (1 + refine)) / eps
 
 
@@ -233,6 +233,7 @@ def held_unassured(solve, m, dtype, refine):
     return refine > 0 and (solve.rank < m or solve.cond_exceeds(assured_cond(dtype, refine)))
 
 
+@_checks.overflow_is_reported
 def warn_if_not_held(J, gram, solve, given, D, refine):
     """A PrecisionWarning when |J D| exceeds (HELD_EPS + m) * eps * ||J| (|D| + |given|)||,
     measured (J D and one magnitude: two products like J . D) only where ``held_unassured``;
@@ -240,14 +241,13 @@ def warn_if_not_held(J, gram, solve, given, D, refine):
     m, dtype = gram.shape[0], gram.dtype
     if not held_unassured(solve, m, dtype, refine):
         return
-    eps = float(np.finfo(dtype).eps)
-    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        left = length(J.matvec(D))
-        size = length(J.magnitude({k: abs(D[k]) + abs(v) for k, v in given.items()}))
-        bound = (HELD_EPS + m) * eps * size
-        if not left > bound:                 # held (an overflowing bound holds nothing to account)
-            return
-        moved = length(J.matvec(given)) or float("nan")   # 0: |J D| is roundoff alone
+    eps = _checks.eps(dtype)
+    left = length(J.matvec(D))
+    size = length(J.magnitude({k: abs(D[k]) + abs(v) for k, v in given.items()}))
+    bound = (HELD_EPS + m) * eps * size
+    if not left > bound:                     # held (an overflowing bound holds nothing to account)
+        return
+    moved = length(J.matvec(given)) or float("nan")       # 0: |J D| is roundoff alone
     if solve.rank < m:
         why = (f"{m - solve.rank} of the {m} constraints have eigenvalues of J J^T at most rcond = "
                f"{solve.rcond:.2g} times the largest, too small to resolve in {dtype}: they were "
@@ -513,15 +513,15 @@ def why_not_converged(history, solve, m):
     return "the residual was still falling: a larger max_iter may reach tol"
 
 
+@_checks.overflow_is_reported
 def finite_gram(J, keep_X, name="keep_X (X when not given)", short="keep_X"):
     """J J^T, refused when it overflows, naming what is to blame: the inputs ``keep_X`` (the
     argument ``name``, ``short`` in formulas) when their own products a0 a0^T overflow, else the
     parameters (hidden activations or signals too large)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        gram = J.gram()
-        if np.isfinite(gram).all():
-            return gram
-        broken = [l for l, A in J.inputs.items() if not np.isfinite(A @ A.T).all()]
+    gram = J.gram()
+    if _checks.finite(gram):
+        return gram
+    broken = [l for l, A in J.inputs.items() if not _checks.finite(A @ A.T)]
     if broken and broken[0] == 1:
         raise BadValue(f"{name}: expected values for which the Gram J J^T (which holds "
                        f"{short} @ {short}.T) stays finite, got max |{short}| = "

@@ -276,7 +276,7 @@ def check_gram(name, gram):
         raise BadValue(f"{name}: expected a square (m, m) matrix with m >= 1, got shape {gram.shape}", argument=name)
     scale = float(np.abs(gram).max())
     asym = float(np.abs(gram - gram.T).max())
-    if asym > 1e3 * np.finfo(dtype).eps * max(scale, np.finfo(dtype).tiny):
+    if asym > 1e3 * _checks.eps(dtype) * max(scale, _checks.tiny(dtype)):
         raise BadValue(f"{name}: expected a symmetric matrix, got max |gram - gram.T| = {asym:.3g} "
                        f"(max |gram| = {scale:.3g})", argument=name)
     return gram
@@ -284,7 +284,7 @@ def check_gram(name, gram):
 
 def default_rcond(m, dtype):
     """m * eps(dtype): the size of the roundoff in the eigenvalues of an (m, m) matrix."""
-    return max(m, 1) * np.finfo(dtype).eps
+    return max(m, 1) * _checks.eps(dtype)
 
 
 class GramSolver:
@@ -353,7 +353,7 @@ def kept_eigenvalues(lam, rcond):
     m = len(lam)
     if not (m and lam[-1] > 0):
         return np.zeros(m, dtype=bool)
-    return lam > max(rcond * lam[-1], np.finfo(lam.dtype).tiny)
+    return lam > max(rcond * lam[-1], _checks.tiny(lam.dtype))
 
 
 def tangent_kernel_by_layer(net, X, i=0, j=1):
