@@ -13,9 +13,9 @@ measures. What it does differently, and why (the bench measures each effect):
 
 * Memory is the cost. A NumPy expression allocates its result, and a freshly allocated array
   is paid for twice: glibc hands large freed blocks back to the operating system, and the next
-  call faults the same memory in again one 4 KiB page at a time (~3 us a page in a virtual
-  machine; a step of [784, 512, 512, 10] in float64 touches 13 MiB). Keeping less alive at the
-  peak keeps a loop of calls below glibc's give-back point. So: results are written into arrays
+  call faults the same memory in again one page at a time (the bench counts the faults of each
+  loop: benchmarks/README.md). Keeping less alive at the peak keeps a loop of calls below
+  glibc's give-back point. So: results are written into arrays
   we already own (``out=``, in-place ``+=``, ``*=``), the forward record and each stage are let
   go of as soon as the chain rule has read them for the last time, and the step's new values
   are computed in buffers kept from one step to the next.
@@ -565,8 +565,9 @@ def cholesky(C, block=256, leaf=16):
         L[s:e, s:e] = cholesky(P's top block)         (LAPACK, block x block)
         L[e:, s:e]^T = L[s:e, s:e]^-1 P's rest^T      (forward substitution, ``lower_solve``)
 
-    LAPACK's own factorisation ran at 19 GFLOP/s on the 2-core machine of the memory sweep,
-    where a matrix product runs at 75: at n = 2,560 it took 0.27 s, this 0.18 s. Every entry
+    Why not LAPACK's own: its factorisation runs far below the speed of a matrix product on the
+    bench's machines, and this one spends its n^3/3 in one product per block (the bench's memory
+    sweep times both: benchmarks/README.md). Every entry
     is still (c_ij - the sum of l_ik l_jk, in some order) / l_jj, and every pivot sqrt(c_jj -
     the sum of l_jk^2): the substitutions divide, no block is inverted, and the products are
     conventional. So the bound of ``certify`` (Higham's Thm 10.3, any order of the inner
@@ -616,10 +617,9 @@ class Substitution:
     that diagonal block of L L^T) <= sqrt(cond(L L^T)): within what the refinement that uses
     this solve removes.
 
-    Block 256, measured at n = 2,560 (a quiet moment of a loaded 2-core machine): making the
-    blocks' inverses 8, 14, 28 ms at blocks of 128, 256, 512; a solve of one right-hand side
-    3.3, 2.9, 1.9 ms, of two (``estimate_cond``) 26, 5, 4 ms (OpenBLAS's small products of
-    two columns are slow); a product gram @ v, 1.5 ms.
+    Block 256: smaller blocks make the inverses cheaper and the solves slower (more, smaller
+    products: OpenBLAS's products of a few columns are slow), larger ones the reverse; 256
+    balanced them in the bench's memory sweep at n = 2,560.
     """
 
     def __init__(self, L, block=256):
