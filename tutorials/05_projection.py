@@ -66,8 +66,8 @@ figure("projection_geometry", projection.projection_geometry)      # computed on
 # equals $J_1^\top (J_1 J_1^\top)^{+}$ for every $J_1$, and $J_1^\top (J_1 J_1^\top)^{-1}$ when $J_1$
 # has full row rank, as here: rank 8). It agrees
 # with `fixes.project`, which never builds $J_1$, to round-off: within
-# $\varepsilon \cdot \mathrm{cond}(J_1)$, about 1e-10 relative, all that a solve of this
-# conditioning can promise ($\varepsilon$ = 2.2e-16, float64's; the digits below depend on the
+# $\epsilon \cdot \mathrm{cond}(J_1)$, about 1e-10 relative, all that a solve of this
+# conditioning can promise ($\epsilon$ = 2.2e-16, float64's; the digits below depend on the
 # machine's LAPACK). A warning
 # on the way: `np.linalg.pinv(J1 @ J1.T)` would square $J_1$'s condition number (about 5e5 on
 # this network with its near-identical hidden units) and agree only to about 1e-7; that is why
