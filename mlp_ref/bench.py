@@ -510,7 +510,7 @@ def memory_parts(net, X, G, keep_X, keep=MEMORY_KEEP):
 
     g = fast.gradient(net, X, G)
     lap("gradient")
-    J = fast.Jacobian.from_record(net, *fast.forward(net, keep_X), keep)
+    J = fast.Jacobian.from_record(net, *fast.forward_arrays(net, keep_X), keep)
     lap("jacobian")
     gram = J.gram()
     lap("gram")

@@ -47,7 +47,7 @@ from .network import MLP, check_inputs, check_lr, check_writable, overflow_error
 
 # -- the gradient ---------------------------------------------------------------------------
 @_checks.overflow_is_reported
-def forward(net, X):
+def forward_arrays(net, X):
     """The forward record (z, a) as two dicts l -> array: ``net.forward(X)``, with z_l = a @ W_l
     and then z_l += b_l in place (the reference's a @ W + b allocates the product and then the
     sum: one (n, n_l) array more per layer). Same bits: both round the product, then the sum.
@@ -112,7 +112,7 @@ def gradient(net, X, G):
     the fast tier never computes.)"""
     if not isinstance(net, MLP):
         return fixes.naive(net, X, G)                 # composed models: the reference
-    z, a = forward(net, X)
+    z, a = forward_arrays(net, X)
     n, K = a[net.depth].shape
     G = _checks.rows_or_vector("G", G, net.dtype, n, K)
     with np.errstate(over="ignore", invalid="ignore"):    # an overflow is reported below
@@ -312,7 +312,7 @@ class GramSolver:
        0); else the reference's pseudo-inverse is used. Within the margin the fast tier pays
        what the reference pays (its Jacobian, its Gram, eigh); outside it, a factorisation.
     2. The solve (``__call__``, ``refined``): (L L^T)^-1 = (gram - sigma I)^-1, by block
-       substitution (``Substitution``), is not gram^-1 but a preconditioner for it, close
+       substitution (``CholeskySolve``), is not gram^-1 but a preconditioner for it, close
        to it when sigma << lam_min; conjugate gradients with it (``_iterate``) reach gram^-1
        rhs in two or three steps of n^2 work each.
 
@@ -333,7 +333,7 @@ class GramSolver:
         certificate = certify(gram, self.rcond) if m else None
         if certificate is not None:
             L, self.shift, beta, trace = certificate
-            self._factor, self.rank = Substitution(L), m
+            self._factor, self.rank = CholeskySolve(L), m
             self.cond = float(trace / (self.shift - beta))   # lam_max <= T, lam_min >= sigma - beta
             # a lower bound of cond: lam_max >= max gram_ii, and lam_min <= min gram_ii, lam_min <=
             # lam_min(L L^T) + sigma + beta <= (the smallest pivot l_ii^2) + sigma + beta, as every
@@ -346,7 +346,7 @@ class GramSolver:
         self.rank, self.cond, self.exact = decided.rank, decided.cond, True
         if self.rank == m:
             try:
-                self._factor, self.shift = Substitution(cholesky(gram)), 0.0
+                self._factor, self.shift = CholeskySolve(cholesky(gram)), 0.0
             except np.linalg.LinAlgError:
                 pass
         if self._factor is None:
@@ -603,12 +603,11 @@ def lower_solve(T, R, leaf=16):
     return Y
 
 
-class Substitution:
+class CholeskySolve:
     """Solves with L L^T for a lower-triangular L (n, n): forward substitution L y = b, then back
     substitution L^T x = y, by blocks of rows. NumPy has no triangular solve (and scipy is no
-    dependency), and L^-1 costs another n^3/3 (0.5 s at n = 2,560): instead each diagonal block
-    L_ii (at most ``block`` rows) is inverted once (n block^2 work in all, a few ms), and a
-    solve is then, block by block,
+    dependency), and L^-1 costs another n^3/3: instead each diagonal block L_ii (at most
+    ``block`` rows) is inverted once (n block^2 work in all), and a solve is then, block by block,
 
         y_i = L_ii^-1 (b_i - L_{i,<i} y_<i),     x_i = L_ii^-T (y_i - L_{>i,i}^T x_>i),
 
@@ -636,16 +635,16 @@ class Substitution:
             T[:e - s, :e - s] = L[s:e, s:e]
         self.inverses = [T[:e - s, :e - s] for T, (s, e) in zip(lower_inverses(blocks), self.edges)]
 
-    def forward(self, b):
-        """L^-1 b for b of shape (n,) or (n, k)."""
+    def solve_lower(self, b):
+        """L^-1 b for b of shape (n,) or (n, k): forward substitution."""
         y = np.empty(b.shape, dtype=np.result_type(self.dtype, b))
         for (s, e), inverse in zip(self.edges, self.inverses):
             part = b[s:e] - self.L[s:e, :s] @ y[:s] if s else b[s:e]
             y[s:e] = inverse @ part
         return y
 
-    def backward(self, y):
-        """L^-T y for y of shape (n,) or (n, k)."""
+    def solve_upper(self, y):
+        """L^-T y for y of shape (n,) or (n, k): back substitution."""
         x = np.empty(y.shape, dtype=np.result_type(self.dtype, y))
         n = self.n
         for (s, e), inverse in zip(reversed(self.edges), reversed(self.inverses)):
@@ -655,7 +654,7 @@ class Substitution:
 
     def __call__(self, b):
         """(L L^T)^-1 b."""
-        return self.backward(self.forward(b))
+        return self.solve_upper(self.solve_lower(b))
 
 
 def lower_inverses(T):
@@ -703,7 +702,7 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     rcond, refine = check_rcond(rcond), fixes.check_refine(refine)
     keep = check_keep(keep, net.sizes[-1])
     with np.errstate(over="ignore", invalid="ignore"):    # an overflow is handed on below
-        J = Jacobian.from_record(net, *forward(net, keep_X), keep)
+        J = Jacobian.from_record(net, *forward_arrays(net, keep_X), keep)
         gram = fixes.finite_gram(J, keep_X)
         solve = GramSolver(gram, rcond, reference_gram(net, keep_X, keep))
         given = D
@@ -760,7 +759,7 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
 
 def _project_on_the_batch(net, X, G, keep, rcond, refine):
     """``project`` when keep_X is X (its docstring says how)."""
-    z, a = forward(net, X)
+    z, a = forward_arrays(net, X)
     n, K = a[net.depth].shape
     # one backward pass for G and the one-hot e_k together: G's signals first, then J's
     Gs = np.concatenate([G[None], one_hot(keep, n, K, net.dtype)])
@@ -805,7 +804,7 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     with fixes.all_or_nothing(net), np.errstate(over="ignore", invalid="ignore"):
         for it in range(max_iter + 1):
             with fixes.blamed_on_ref(history):
-                z, a = forward(net, keep_X)
+                z, a = forward_arrays(net, keep_X)
                 r = (a[net.depth][:, keep] - ref).reshape(-1)
             history.append(fixes.largest_residual(r, ref))
             if history[-1] <= tol or it == max_iter:
