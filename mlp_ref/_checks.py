@@ -7,11 +7,13 @@ error from deep inside the code.
 """
 from __future__ import annotations
 
+import decimal
 import functools
 import math
 import numbers
 import os
 import reprlib
+import sys
 
 import numpy as np
 import numpy.ma  # noqa: F401  (here, not lazily on the first check a debugger steps into)
@@ -223,10 +225,16 @@ def seed(name, x):
 
 
 def real(name, x, *, low=None, low_inclusive=True):
-    """A finite real number, optionally bounded below."""
+    """A finite real number, optionally bounded below. A number too large for a Python float
+    (``10**400``, whose float() raises OverflowError) is refused by name as a ValueError."""
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
         raise BadType(f"{name}: expected a real number, got {describe(x)}", argument=name)
-    x = float(x)
+    try:
+        x = float(x)
+    except OverflowError:
+        got = f"{decimal.Decimal(int(x)):.3g}" if isinstance(x, numbers.Integral) else describe(x)
+        raise BadValue(f"{name}: expected a finite number that fits in a float (|{name}| <= "
+                       f"{sys.float_info.max:.3g}), got {got}", argument=name) from None
     if not np.isfinite(x):
         raise BadValue(f"{name}: expected a finite number, got {x}", argument=name)
     if low is not None:

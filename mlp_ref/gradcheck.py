@@ -47,9 +47,6 @@ An estimate accounts for E when it reaches E / 10: they are orders of magnitude,
 """
 from __future__ import annotations
 
-import decimal
-import numbers
-import sys
 import textwrap
 from dataclasses import dataclass
 
@@ -113,7 +110,7 @@ def numerical_gradient(f, x, h=1e-5):
     if not callable(f):
         raise BadType(f"f: expected a function of no arguments that returns an array, got "
                       f"{_checks.describe(f)}", argument="f")
-    h = _real("h", h, low=0.0, low_inclusive=False)
+    h = _checks.real("h", h, low=0.0, low_inclusive=False)
     grad = np.zeros_like(x, dtype=float)
     values_finite = True
     with np.errstate(over="ignore", invalid="ignore"):
@@ -152,19 +149,6 @@ def _numbers(value):
         raise BadType(f"f: expected a function that returns an array of numbers, got "
                       f"{_checks.describe(value)}", argument="f")
     return out
-
-
-def _real(name, x, **bounds):
-    """``_checks.real``, with a number too large for a Python float (``10**400``, whose float()
-    raises OverflowError) refused by name as a ValueError."""
-    if isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)):
-        try:
-            float(x)
-        except OverflowError:
-            got = f"{decimal.Decimal(int(x)):.3g}" if isinstance(x, numbers.Integral) else _checks.describe(x)
-            raise BadValue(f"{name}: expected a finite number that fits in a float (|{name}| <= "
-                           f"{sys.float_info.max:.3g}), got {got}", argument=name) from None
-    return _checks.real(name, x, **bounds)
 
 
 @dataclass
@@ -246,8 +230,8 @@ def check(net, X, G, h=DEFAULT_H, tol=1e-7):
     if net.dtype != np.float64:
         raise BadValue(f"net: gradient checking needs a float64 network, got dtype {net.dtype} "
                        f"(float32 roundoff swamps a centred difference)", argument="net")
-    h = _real("h", h, low=0.0, low_inclusive=False)
-    tol = _real("tol", tol, low=0.0, low_inclusive=False)
+    h = _checks.real("h", h, low=0.0, low_inclusive=False)
+    tol = _checks.real("tol", tol, low=0.0, low_inclusive=False)
     record = net.forward(X)
     n, K = record.output.shape
     G = np.array(_checks.rows_or_vector("G", G, net.dtype, n, K))

@@ -41,9 +41,6 @@ SGD keeps no state, so each of its calls simply computes in that call's dtype.
 """
 from __future__ import annotations
 
-import decimal
-import numbers
-import sys
 
 import numpy as np
 
@@ -83,7 +80,7 @@ class Optimizer:
     stateful = False
 
     def __init__(self, lr, constraint=None, order="update"):
-        self.lr = _real("lr", lr, low=0.0, low_inclusive=False)
+        self.lr = _checks.real("lr", lr, low=0.0, low_inclusive=False)
         self.constraint = constraint
         self.order = order
         self._check_settings()
@@ -400,22 +397,9 @@ class Adam(Optimizer):
 
 
 # -- the checks of a hyperparameter, each by its name ---------------------------------------
-def _real(name, x, **bounds):
-    """``_checks.real``, with a number too large for a Python float (``10**400``; float() of it
-    raises OverflowError) refused by name as a ValueError."""
-    if isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)):
-        try:
-            float(x)
-        except OverflowError:
-            got = f"{decimal.Decimal(int(x)):.3g}" if isinstance(x, numbers.Integral) else _checks.describe(x)
-            raise BadValue(f"{name}: expected a finite number that fits in a float (|{name}| <= "
-                           f"{sys.float_info.max:.3g}), got {got}", argument=name) from None
-    return _checks.real(name, x, **bounds)
-
-
 def _learning_rate(lr, dtype):
     """lr > 0, a scalar of ``dtype`` that is neither 0 nor inf there."""
-    return _checks.check_representable("lr", _real("lr", lr, low=0.0, low_inclusive=False), dtype)
+    return _checks.check_representable("lr", _checks.real("lr", lr, low=0.0, low_inclusive=False), dtype)
 
 
 def _decay_rate(name, x, dtype=None):
@@ -425,7 +409,7 @@ def _decay_rate(name, x, dtype=None):
     by 1 - beta^t: with beta = 1 both are 0. A beta closer to 1 than the dtype can tell
     (float32 rounds 1 - 1e-8 to 1.0) is a beta of 1 in the arithmetic, so it is refused too.
     """
-    x = _real(name, x, low=0.0)
+    x = _checks.real(name, x, low=0.0)
     if x >= 1.0:
         raise BadValue(f"{name}: expected a number in [0, 1), got {x}", argument=name)
     if dtype is not None and dtype.type(x) >= 1.0:
@@ -438,7 +422,7 @@ def _decay_rate(name, x, dtype=None):
 
 def _positive(name, x, dtype=None):
     """A finite number > 0 and, in ``dtype``, neither 0 nor inf."""
-    x = _real(name, x, low=0.0, low_inclusive=False)
+    x = _checks.real(name, x, low=0.0, low_inclusive=False)
     if dtype is not None:
         _checks.check_representable(name, x, dtype)
     return x
