@@ -26,8 +26,6 @@ tricks a benchmark needs, tested equal.
 from __future__ import annotations
 
 import reprlib
-import sys
-import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -37,6 +35,9 @@ from . import _checks, jacobian
 from ._checks import BadType, BadValue
 from .jacobian import GramSolver, check_keep, check_rcond, flatten, unflatten
 from .network import Model, check_inputs
+# the accuracy accounting of nullspace, also read as fixes.PrecisionWarning, fixes.HELD_EPS, ...
+from ._diagnosis import (HELD_EPS, PrecisionWarning, assured_cond, held_unassured,  # noqa: F401
+                         length, passes_leave, warn_if_not_held)
 
 
 def check_net(net):
@@ -204,94 +205,6 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
                            f"{net.dtype}, got max |D| = {largest(given):.3g}; scale D down", argument="D")
     warn_if_not_held(J, gram, solve, given, D, refine)
     return D
-
-
-class PrecisionWarning(UserWarning):
-    """A result short of the accuracy its docstring states, in the network's dtype; the message
-    says by how much and why."""
-
-
-#: The accuracy of ``nullspace`` (and ``project``), for m constraints:
-#: |J D| <= (HELD_EPS + m) * eps * ||J| (|D| + |D_given|)||, the 2-norm of a product of absolute
-#: values (``magnitude``). Rounding J . D_given and D to the dtype leaves about eps times it, and
-#: J^T alpha sums m terms an entry. Where the dtype resolves every constraint and cond(J J^T)
-#: is within ``assured_cond`` both tiers stay below a quarter of it (0.21 at most: the question's
-#: setups, 80 random networks and wider ones, float64 and float32, five CPU kernels); past it,
-#: the passes' own error can exceed it (twice, on OpenBLAS's SkylakeX kernel, in the table's
-#: 100 steps at cond 3.3e11: still below what the passes may leave, ``passes_leave``).
-HELD_EPS = 32
-
-
-def assured_cond(dtype, refine):
-    """The cond(J J^T) up to which 1 + refine passes assure the accuracy: each leaves about
-    eps * cond of the error before it, so (eps * cond)^(1 + refine) <= HELD_EPS * eps
-    (3.8e8 in float64 and 1.6e4 in float32 with one refinement pass)."""
-    eps = _checks.eps(dtype)
-    return (HELD_EPS * eps) ** (1.0 / (1 + refine)) / eps
-
-
-def held_unassured(solve, m, dtype, refine):
-    """Whether the accuracy of ``nullspace`` must be measured: some of the m constraints were
-    dropped (rank < m), or cond exceeds ``assured_cond``. refine = 0 is the formula alone: no
-    accuracy is stated for it, nothing is measured."""
-    return refine > 0 and (solve.rank < m or solve.cond_exceeds(assured_cond(dtype, refine)))
-
-
-@_checks.overflow_is_reported
-def passes_leave(cond, dtype, refine):
-    """(eps * cond)^(1 + refine): the part of |J D_given| that 1 + refine passes leave at most
-    when the Gram's condition number is ``cond`` (each multiplies the error by eps * cond)."""
-    return (_checks.eps(dtype) * cond) ** (1 + refine)
-
-
-def warn_if_not_held(J, gram, solve, given, D, refine):
-    """A PrecisionWarning when |J D| exceeds (HELD_EPS + m) * eps * ||J| (|D| + |given|)|| and,
-    with every constraint resolved, also what the passes leave (``passes_leave`` |J given|):
-    measured (J D and one magnitude: two products like J . D) only where ``held_unassured``;
-    the message says by how much and why."""
-    m, dtype = gram.shape[0], gram.dtype
-    if not held_unassured(solve, m, dtype, refine):
-        return
-    eps = _checks.eps(dtype)
-    left = length(J.matvec(D))
-    size = length(J.magnitude({k: abs(D[k]) + abs(v) for k, v in given.items()}))
-    bound = (HELD_EPS + m) * eps * size
-    if not left > bound:                     # held (an overflowing bound holds nothing to account)
-        return
-    moved = length(J.matvec(given)) or float("nan")       # 0: |J D| is roundoff alone
-    if solve.rank == m and not left > passes_leave(solve.cond, dtype, refine) * moved:
-        return                               # as near as 1 + refine passes come at this cond
-    if solve.rank < m:
-        why = (f"{m - solve.rank} of the {m} constraints have eigenvalues of J J^T at most rcond = "
-               f"{solve.rcond:.2g} times the largest, too small to resolve in {dtype}: they were "
-               f"dropped, and D still moves them")
-    else:
-        why = (f"cond(J J^T) = {solve.cond:.2g}: each of the {1 + refine} passes leaves about "
-               f"eps * cond = {eps * solve.cond:.2g} of the error before it; refine more")
-    if dtype == np.float32:
-        why += "; float64 resolves them"
-    warnings.warn(f"J D = 0 is held only to |J D| = {left / moved:.2g} |J D_given| in {dtype}, above "
-                  f"the accuracy stated ({HELD_EPS + m} eps ||J| (|D| + |D_given|)|| = "
-                  f"{bound / moved:.2g} |J D_given|): {why}", PrecisionWarning, stacklevel=callers_level())
-
-
-def length(v):
-    """The 2-norm of a vector as a float, scaled by its largest entry so that no square
-    overflows (``np.linalg.norm`` takes the same in some twenty lines of Python)."""
-    top = float(np.abs(v).max()) if v.size else 0.0
-    if not 0.0 < top < np.inf:
-        return top
-    v = v / top
-    return top * float(np.sqrt(v @ v))
-
-
-def callers_level():
-    """The ``stacklevel`` of the first frame outside mlp_ref, for a warning raised inside it: the
-    line of the caller's code that asked for the result, whichever path of ours led there."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_globals.get("__name__", "").startswith("mlp_ref"):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def projection_overflow(net, G, detail=""):

@@ -16,7 +16,7 @@ import mlp_ref as mr
 from mlp_ref import fast, fixes, jacobian
 from mlp_ref.data import probe_inputs
 from mlp_ref.jacobian import OutputJacobian, flatten
-from mlp_ref.setups import G_QUESTION, SETUPS
+from mlp_ref.setups import G_QUESTION, SETUPS, seed_setup
 
 TIERS = {"reference": fixes, "fast": fast}
 EPS32 = float(np.finfo(np.float32).eps)
@@ -365,3 +365,16 @@ def test_overflowing_restores_and_projections_raise_their_error_and_no_warning(t
             with pytest.raises(ValueError, match=f"^{name}: "):
                 call()
         assert all(np.array_equal(net.params[k], params[k]) for k in params)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_the_precision_warning_points_at_the_callers_line(tier):
+    """Through the errstate wrapper around the lesson's functions too: the warning's location
+    is the line of the caller's code that asked for the projection."""
+    net64, X, _ = seed_setup()
+    net = mr.MLP([3, 4, 2], dtype=np.float32)
+    net.params = {k: v.astype(np.float32) for k, v in net64.params.items()}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", fixes.PrecisionWarning)
+        TIERS[tier].project(net, X, G_QUESTION)               # float32 drops 4 of the 8
+    assert [(w.filename, w.category) for w in caught] == [(__file__, fixes.PrecisionWarning)]
