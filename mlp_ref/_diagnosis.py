@@ -92,16 +92,16 @@ def backward_overflow(net, stages, G, record):
     torn = next((k for k, v in record.stages.items() if not _checks.finite(v)), None)
     if torn is not None:
         return BadValue(f"record: stage {torn} holds NaN/inf "
-                       f"({_checks.count_nonfinite(record.stages[torn])}), which no record of "
-                       f"net.forward(X) does; run forward again", argument="record")
+                        f"({_checks.count_nonfinite(record.stages[torn])}), which no record of "
+                        f"net.forward(X) does; run forward again", argument="record")
     big_G = float(np.abs(G).max())
     if big_G > 1.0:
         return BadValue(f"G: expected values for which the backward pass stays finite in "
-                       f"{net.dtype}, got max |G| = {big_G:.3g}, which makes stage {broken} "
-                       f"overflow ({_checks.count_nonfinite(stages[broken])}); scale G down", argument="G")
+                        f"{net.dtype}, got max |G| = {big_G:.3g}, which makes stage {broken} "
+                        f"overflow ({_checks.count_nonfinite(stages[broken])}); scale G down", argument="G")
     return BadValue(f"backward: stage {broken} overflowed {net.dtype} "
-                   f"({_checks.count_nonfinite(stages[broken])}) with max |G| = {big_G:.3g}: "
-                   f"the parameters are too large", argument="backward")
+                    f"({_checks.count_nonfinite(stages[broken])}) with max |G| = {big_G:.3g}: "
+                    f"the parameters are too large", argument="backward")
 
 
 # -- the accuracy of a projection -------------------------------------------------------------
