@@ -210,9 +210,6 @@ def layer_number(name, l, depth):
     return int(l)
 
 
-positive_int = whole_number     # the name fixes.py still uses (minimum=0 there: not "positive")
-
-
 def seed(name, x):
     """None or a whole number >= 0: what ``np.random.default_rng`` accepts, in its plain form."""
     if x is None:

@@ -42,7 +42,9 @@ import numpy as np
 
 from . import _checks, fixes, jacobian
 from .jacobian import check_keep, check_rcond, default_rcond
-from .network import MLP, check_inputs, check_lr, check_writable, overflow_error
+from ._checks import check_inputs, check_lr, check_writable
+from ._diagnosis import step_overflow
+from .network import MLP
 
 
 # -- the gradient ---------------------------------------------------------------------------
@@ -170,7 +172,7 @@ def step(net, D, lr):
     if not all_finite(new):
         broken = [key for key in new if not all_finite({key: new[key]})]
         checked = _checks.param_dict("D", D, net.param_shapes, net.dtype)   # NaN/inf in D: say so
-        raise overflow_error(net, broken, lr, checked)
+        raise step_overflow(net, broken, lr, checked)
     for key, v in new.items():
         np.copyto(net.params[key], v)
     return net

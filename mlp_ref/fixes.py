@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _checks, jacobian
-from ._checks import BadType, BadValue
+from ._checks import BadType, BadValue, check_inputs
 from .jacobian import GramSolver, check_keep, check_rcond, flatten, unflatten
-from .network import Model, check_inputs
+from .network import Model
 # the accuracy accounting of nullspace, also read as fixes.PrecisionWarning, fixes.HELD_EPS, ...
 from ._diagnosis import (HELD_EPS, PrecisionWarning, assured_cond, held_unassured,  # noqa: F401
                          length, passes_leave, warn_if_not_held)

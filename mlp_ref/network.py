@@ -28,9 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _checks, _diagnosis, activations, saving
-# the checks the fast tier, fixes and optim import from here
-from ._checks import check_inputs, check_lr, check_representable, check_writable  # noqa: F401
-from ._diagnosis import step_overflow as overflow_error  # noqa: F401
+from ._checks import check_inputs, check_lr, check_writable
 
 
 @dataclass
