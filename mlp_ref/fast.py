@@ -40,7 +40,7 @@ import weakref
 
 import numpy as np
 
-from . import _checks, fixes, jacobian
+from . import _checks, _model_checks, fixes, jacobian
 from .jacobian import check_keep, check_rcond, default_rcond
 from ._checks import check_inputs, check_lr, check_writable
 from ._diagnosis import step_overflow
@@ -161,7 +161,7 @@ def step(net, D, lr):
     values, which are finite only if D is (its own check runs only on failure, for the
     message), by ``all_finite``: two reductions an array, no array of booleans.
     """
-    lr = check_lr(lr, fixes.check_net(net).dtype)
+    lr = check_lr(lr, _model_checks.check_net(net).dtype)
     checked = _checks.param_dict("D", D, net.param_shapes, net.dtype, finite=False)
     check_writable(net)
     new = _buffers(net)
@@ -701,7 +701,7 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
         return fixes.nullspace(net, D, keep_X, keep, rcond, refine)
     D = _checks.param_dict("D", D, net.param_shapes, net.dtype)
     keep_X = check_inputs(net, keep_X, "keep_X")
-    rcond, refine = check_rcond(rcond), fixes.check_refine(refine)
+    rcond, refine = check_rcond(rcond), _model_checks.check_refine(refine)
     keep = check_keep(keep, net.sizes[-1])
     with np.errstate(over="ignore", invalid="ignore"):    # an overflow is handed on below
         J = Jacobian.from_record(net, *forward_arrays(net, keep_X), keep)
@@ -743,7 +743,7 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     """
     if not isinstance(net, MLP):
         return fixes.project(net, X, G, keep, keep_X, rcond, refine)
-    X, G = fixes.check_XG(net, X, G)
+    X, G = _model_checks.check_XG(net, X, G)
     if keep_X is not None:
         keep_X = check_inputs(net, keep_X, "keep_X")
         if not np.array_equal(keep_X, X):
@@ -753,7 +753,7 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
                 if getattr(exc, "argument", None) != "D":
                     raise
                 return fixes.project(net, X, G, keep, keep_X, rcond, refine)
-    rcond, refine = check_rcond(rcond), fixes.check_refine(refine)
+    rcond, refine = check_rcond(rcond), _model_checks.check_refine(refine)
     keep = check_keep(keep, net.sizes[-1])
     with np.errstate(over="ignore", invalid="ignore"):    # an overflow is handed on at the end
         return _project_on_the_batch(net, X, G, keep, rcond, refine)

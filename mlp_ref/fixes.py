@@ -25,78 +25,20 @@ tricks a benchmark needs, tested equal.
 """
 from __future__ import annotations
 
-import reprlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import _checks, jacobian
-from ._checks import BadType, BadValue, check_inputs
+from ._checks import BadValue, check_inputs
+# the checks that know what a model is, also read as fixes.check_net, fixes.MAX_REFINE, ...
+from ._model_checks import (MAX_REFINE, check_net, check_ref, check_refine,  # noqa: F401
+                            check_trainable, check_XG)
 from .jacobian import GramSolver, check_keep, check_rcond, flatten, unflatten
-from .network import Model
 # the accuracy accounting of nullspace, also read as fixes.PrecisionWarning, fixes.HELD_EPS, ...
 from ._diagnosis import (HELD_EPS, PrecisionWarning, assured_cond, held_unassured,  # noqa: F401
                          length, passes_leave, warn_if_not_held)
-
-
-def check_net(net):
-    """``net`` if it is a model of this package, else TypeError starting 'net:'."""
-    if not isinstance(net, Model):
-        raise BadType(f"net: expected a model of mlp_ref (MLP, SplitHeads, TwoTower), "
-                      f"got {_checks.describe(net)}", argument="net")
-    return net
-
-
-def check_XG(net, X, G):
-    """(X, G) checked: X (n, d) and G (n, K) or (K,)."""
-    X = check_inputs(check_net(net), X)
-    G = _checks.rows_or_vector("G", G, net.dtype, X.shape[0], net.sizes[-1])
-    return X, G
-
-
-#: Each refinement pass multiplies the error by about eps * cond(J J^T): a few reach roundoff
-#: wherever refining converges at all, so more than this is a mistake (it would only take time).
-MAX_REFINE = 100
-
-
-def check_refine(refine):
-    """A whole number of refinement passes, 0 .. MAX_REFINE (None: the default, 1)."""
-    refine = 1 if refine is None else _checks.whole_number("refine", refine, minimum=0)
-    if refine > MAX_REFINE:
-        raise BadValue(f"refine: expected at most {MAX_REFINE} passes (each multiplies the error "
-                       f"by about eps * cond(J J^T): a few reach roundoff), got {refine}", argument="refine")
-    return refine
-
-
-def check_trainable(net, trainable):
-    """A list of parameter names of ``net``."""
-    if isinstance(trainable, str):
-        trainable = [trainable]
-    if not hasattr(trainable, "__iter__"):
-        raise BadType(f"trainable: expected a list of parameter names from {list(net.params)}, "
-                      f"got {_checks.describe(trainable)}", argument="trainable")
-    trainable = list(trainable)
-    if not all(isinstance(k, str) for k in trainable):
-        raise BadType(f"trainable: expected parameter names (strings) from {list(net.params)}, "
-                      f"got {reprlib.repr(trainable)}", argument="trainable")
-    unknown = [k for k in trainable if k not in net.params]
-    if unknown:
-        raise BadValue(f"trainable: unknown parameter names {reprlib.repr(unknown)}; "
-                       f"known: {list(net.params)}", argument="trainable")
-    return trainable
-
-
-def check_ref(ref, n, keep, dtype):
-    """ref as (n, q): accepts (n,) when a single output is kept."""
-    ref = _checks.as_array("ref", ref, dtype)
-    if ref.shape == (n,) and len(keep) == 1:
-        ref = ref[:, None]
-    if ref.shape != (n, len(keep)):
-        hint = f" or ({n},)" if len(keep) == 1 else ""
-        raise BadValue(f"ref: expected shape ({n}, {len(keep)}){hint} (rows of keep_X, "
-                       f"kept outputs), got shape {ref.shape}", argument="ref")
-    return ref
 
 
 def naive(net, X, G):

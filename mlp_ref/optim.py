@@ -46,7 +46,7 @@ import numpy as np
 
 from . import _checks
 from ._checks import BadType, BadValue
-from .fixes import check_net
+from ._model_checks import check_net
 
 ORDERS = ("update", "gradient")
 
