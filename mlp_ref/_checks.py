@@ -7,6 +7,7 @@ error from deep inside the code.
 """
 from __future__ import annotations
 
+import contextlib
 import decimal
 import functools
 import math
@@ -453,3 +454,101 @@ def mlp_arguments(sizes, hidden, output, init_std, seed_, dtype, activation):
         raise BadValue(f"sizes: {sizes} means {P} parameters, {gib(P * kind.itemsize)} in {kind.name}, "
                        f"more than this machine's memory ({gib(memory)})", argument="sizes")
     return sizes, acts, init_std, seed_, kind
+
+
+# -- the Jacobian's and the projection's arguments -------------------------------------------
+def check_keep(keep, K, name="keep"):
+    """``keep`` as a list of distinct output indices in range(K), non-empty."""
+    if isinstance(keep, (int, np.integer)) and not isinstance(keep, bool):
+        keep = [keep]
+    if isinstance(keep, np.ndarray) and keep.ndim == 0:       # np.array(0): one index, as 0 is
+        keep = [keep.item()]
+    if isinstance(keep, (str, bytes, dict)) or not hasattr(keep, "__iter__"):
+        raise BadType(f"{name}: expected a list of output indices, got {describe(keep)}", argument=name)
+    keep = list(keep)
+    if not keep:
+        raise BadValue(f"{name}: expected at least one output index, got an empty list", argument=name)
+    for k in keep:
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+            raise BadType(f"{name}: expected whole-number output indices, got {reprlib.repr(keep)}", argument=name)
+        if not 0 <= k < K:
+            raise BadValue(f"{name}: output index {k} out of range for {K} outputs "
+                           f"(expected 0 .. {K - 1})", argument=name)
+    if len(set(keep)) != len(keep):
+        raise BadValue(f"{name}: expected distinct output indices, got {reprlib.repr(keep)}", argument=name)
+    return [int(k) for k in keep]
+
+
+def check_rcond(rcond):
+    """None (the solver's default) or a relative eigenvalue cut-off in (0, 1)."""
+    if rcond is None:
+        return None
+    rcond = real("rcond", rcond, low=0.0, low_inclusive=False)
+    if rcond >= 1.0:
+        raise BadValue(f"rcond: expected a relative cut-off below 1 (or None), got {rcond}", argument="rcond")
+    return rcond
+
+
+def check_gram(name, gram):
+    """A finite, square, symmetric float matrix (what eigh assumes without checking)."""
+    dtype = gram.dtype if isinstance(gram, np.ndarray) and gram.dtype.kind == "f" else np.float64
+    gram = as_array(name, gram, dtype)
+    if gram.ndim != 2 or gram.shape[0] != gram.shape[1] or gram.shape[0] < 1:
+        raise BadValue(f"{name}: expected a square (m, m) matrix with m >= 1, got shape {gram.shape}", argument=name)
+    scale = float(np.abs(gram).max())
+    asym = float(np.abs(gram - gram.T).max())
+    if asym > 1e3 * eps(dtype) * max(scale, tiny(dtype)):
+        raise BadValue(f"{name}: expected a symmetric matrix, got max |gram - gram.T| = {asym:.3g} "
+                       f"(max |gram| = {scale:.3g})", argument=name)
+    return gram
+
+
+def check_rhs(rhs, m):
+    """A right-hand side of an (m, m) system: shape (m,) or (m, k)."""
+    rhs = np.asarray(rhs)
+    if rhs.ndim not in (1, 2) or rhs.shape[0] != m:
+        raise BadValue(f"rhs: expected shape ({m},) or ({m}, k), got {rhs.shape}", argument="rhs")
+    return rhs
+
+
+def check_flat(D):
+    """A non-empty dict like params, to be flattened into one vector."""
+    if not isinstance(D, dict) or not D:
+        raise BadType(f"D: expected a non-empty dict like params, got {describe(D)}", argument="D")
+    return D
+
+
+def check_vector(vector, like):
+    """One entry per parameter of the dict ``like``: shape (P,), or a (P, 1) column."""
+    vector = np.asarray(vector)
+    total = sum(np.size(value) for value in like.values())
+    if vector.ndim == 2 and vector.shape[1] == 1:        # a column, as pinv(J) @ r gives it
+        vector = vector[:, 0]
+    if vector.shape != (total,):
+        raise BadValue(f"vector: expected shape ({total},) or ({total}, 1), one entry per parameter of "
+                       f"{list(like)}, got {vector.shape}", argument="vector")
+    return vector
+
+
+def check_weight(name, x, dtype):
+    """A number >= 0 that fits in ``dtype`` (NumPy 2 would round a larger one to inf there)."""
+    x = real(name, x, low=0.0)
+    top = float(np.finfo(dtype).max)
+    if x > top:
+        raise BadValue(f"{name}: expected a number <= {top:.3g}, which fits in {np.dtype(dtype)}, "
+                       f"got {x:g}", argument=name)
+    return x
+
+
+@contextlib.contextmanager
+def all_or_nothing(net):
+    """On any failure or interruption inside the block, every parameter goes back to the very
+    bits it had at the start, in the same arrays; then the error goes on."""
+    start = {k: v.copy() for k, v in net.params.items()}
+    try:
+        yield
+    except BaseException:
+        for k, v in start.items():
+            if net.params[k].flags.writeable:
+                net.params[k][...] = v
+        raise

@@ -9,8 +9,8 @@ from __future__ import annotations
 import reprlib
 
 from . import _checks
-from ._checks import BadType, BadValue, check_inputs
-from .network import Model
+from ._checks import BadType, BadValue, check_inputs, check_keep, check_rcond
+from .network import MLP, Model
 
 
 def check_net(net):
@@ -18,6 +18,13 @@ def check_net(net):
     if not isinstance(net, Model):
         raise BadType(f"net: expected a model of mlp_ref (MLP, SplitHeads, TwoTower), "
                       f"got {_checks.describe(net)}", argument="net")
+    return net
+
+
+def check_mlp(net, hint=""):
+    """``net`` if it is an MLP, else TypeError starting 'net:' (``hint``: where other models go)."""
+    if not isinstance(net, MLP):
+        raise BadType(f"net: expected an MLP{hint}, got {_checks.describe(net)}", argument="net")
     return net
 
 
@@ -70,3 +77,13 @@ def check_ref(ref, n, keep, dtype):
         raise BadValue(f"ref: expected shape ({n}, {len(keep)}){hint} (rows of keep_X, "
                        f"kept outputs), got shape {ref.shape}", argument="ref")
     return ref
+
+
+def check_restore(net, keep_X, ref, keep, tol, max_iter, rcond):
+    """The arguments of ``fixes.restore``, checked (``fast.restore`` takes the same)."""
+    keep_X = check_inputs(check_net(net), keep_X, "keep_X")
+    keep = check_keep(keep, net.sizes[-1])
+    ref = check_ref(ref, keep_X.shape[0], keep, net.dtype)
+    tol = _checks.real("tol", tol, low=0.0, low_inclusive=False)
+    max_iter = _checks.whole_number("max_iter", max_iter)
+    return keep_X, keep, ref, tol, max_iter, check_rcond(rcond)

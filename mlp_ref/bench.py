@@ -516,7 +516,7 @@ def memory_parts(net, X, G, keep_X, keep=MEMORY_KEEP):
     lap("gram")
     solve = fast.GramSolver(gram)
     lap("factorise")
-    D = fast.project_out(J, solve, gram, g, 1)
+    D = fast.project_out(J, solve, g, 1)
     lap("rest")
     return D, t
 

@@ -40,10 +40,10 @@ import weakref
 
 import numpy as np
 
-from . import _checks, _model_checks, fixes, jacobian
-from .jacobian import check_keep, check_rcond, default_rcond
-from ._checks import check_inputs, check_lr, check_writable
-from ._diagnosis import step_overflow
+from . import _checks, _diagnosis, _model_checks, fixes, jacobian
+from .jacobian import default_rcond
+from ._checks import all_or_nothing, check_inputs, check_keep, check_lr, check_rcond, check_writable
+from ._diagnosis import finite_gram, step_overflow
 from .network import MLP
 
 
@@ -327,7 +327,7 @@ class GramSolver:
     ``Jacobian.gram`` makes it (``cholesky`` reads its lower triangle only), and is left as it came.
     """
 
-    def __init__(self, gram, rcond=None, reference=None):
+    def __init__(self, gram, rcond=None, *, reference=None):
         m = gram.shape[0]
         self.rcond = default_rcond(m, gram.dtype) if rcond is None else rcond
         self.gram, self.exact = gram, False
@@ -402,14 +402,17 @@ class GramSolver:
             return np.stack([self._iterate(self.gram, column, 1) for column in rhs.T], axis=1)
         return self._iterate(self.gram, rhs, 1)
 
-    def refined(self, gram, rhs, passes):
-        """gram^+ rhs, refined on the system ``gram``: through a factor, at least ``passes``
+    def refined(self, rhs, passes):
+        """gram^+ rhs, refined on the system gram: through a factor, at least ``passes``
         iterations of ``_iterate`` (which goes on while the residual falls); through the
-        pseudo-inverse (rank deficient), its own ``refined``: rhs solved, then ``passes`` times
-        the residual rhs - gram alpha (n^2 work) solved again and added."""
+        pseudo-inverse (rank deficient), as the reference refines: rhs solved, then ``passes``
+        times the residual rhs - gram alpha (n^2 work) solved again and added."""
         if self._pinv is None:
-            return self._iterate(gram, rhs, max(passes, 1))
-        return self._pinv.refined(gram, rhs, passes)
+            return self._iterate(self.gram, rhs, max(passes, 1))
+        alpha = self._pinv(rhs)
+        for _ in range(passes):
+            alpha += self._pinv(rhs - self.gram @ alpha)
+        return alpha
 
     #: steps of ``_iterate`` at most (two or three are taken on the Grams of the tests and of the
     #: memory sweep, lam_min within 1.1 sigma included: three or four substitutions a solve)
@@ -472,7 +475,7 @@ def reference_gram(net, X, keep):
     """A function computing the reference tier's J J^T of outputs ``keep`` on X, for
     ``GramSolver(..., reference=...)``: called only where the certificate leaves the rank open,
     so that both tiers decide it on the same bits."""
-    return lambda: fixes.finite_gram(jacobian.of(net, X, keep), X)
+    return lambda: finite_gram(jacobian.of(net, X, keep), X)
 
 
 #: Up to this cond(J J^T) the projection refines the system (n^2 a pass, ``GramSolver.refined``);
@@ -705,24 +708,24 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     keep = check_keep(keep, net.sizes[-1])
     with np.errstate(over="ignore", invalid="ignore"):    # an overflow is handed on below
         J = Jacobian.from_record(net, *forward_arrays(net, keep_X), keep)
-        gram = fixes.finite_gram(J, keep_X)
-        solve = GramSolver(gram, rcond, reference_gram(net, keep_X, keep))
+        gram = finite_gram(J, keep_X)
+        solve = GramSolver(gram, rcond, reference=reference_gram(net, keep_X, keep))
         given = D
         D = {k: np.array(v) for k, v in D.items()}       # ours to write over: the caller's D stays
-        D = project_out(J, solve, gram, D, refine)
+        D = project_out(J, solve, D, refine)
     if not all_finite(D):         # our products overflowed: the reference's answer, or its message
         return fixes.nullspace(net, given, keep_X, keep, rcond, refine)
-    fixes.warn_if_not_held(J, gram, solve, given, D, refine)
+    _diagnosis.warn_if_not_held(J, gram, solve, given, D, refine)
     return D
 
 
-def project_out(J, solve, gram, D, refine):
+def project_out(J, solve, D, refine):
     """D <- D - J^T (J J^T)^+ J D in place (D must be the caller's own), given J's Gram and its
     solver: refined on the system when the Gram is well conditioned, else through D itself."""
     J.drop_input_kernels()
     if solve.cond_exceeds(REFINE_DIRECTION_ABOVE_COND):
         return _refine(J, solve, D, 1 + refine)
-    _subtract_rmatvec(J, D, solve.refined(gram, J.matvec(D), refine))
+    _subtract_rmatvec(J, D, solve.refined(J.matvec(D), refine))
     return D
 
 
@@ -770,13 +773,13 @@ def _project_on_the_batch(net, X, G, keep, rcond, refine):
     J = Jacobian(net, inputs, outputs, {l: S[1:] for l, S in signals.items()})
     dz = {l: S[0] for l, S in signals.items()}                # G's signals dz_l (views)
     del signals
-    gram = fixes.finite_gram(J, X)
-    solve = GramSolver(gram, rcond, reference_gram(net, X, keep))
+    gram = finite_gram(J, X)
+    solve = GramSolver(gram, rcond, reference=reference_gram(net, X, keep))
     ill = solve.cond_exceeds(REFINE_DIRECTION_ABOVE_COND)
-    alpha = solve.refined(gram, J.matvec_gradient(dz), 0 if ill else refine)
+    alpha = solve.refined(J.matvec_gradient(dz), 0 if ill else refine)
     J.drop_input_kernels()        # not needed again: freed before D, the largest array, is made
     # where the accuracy is not assured, D's is measured, against g (made only then)
-    g = J.from_signals(dict(dz)) if fixes.held_unassured(solve, len(alpha), net.dtype, refine) else None
+    g = J.from_signals(dict(dz)) if _diagnosis.held_unassured(solve, len(alpha), net.dtype, refine) else None
     E = {l: dz[l] - weighted for l, weighted in J.weighted_signals(alpha)}   # dz_l - sum_j alpha_j S_l,j
     del dz
     if ill:
@@ -788,7 +791,7 @@ def _project_on_the_batch(net, X, G, keep, rcond, refine):
     if not all_finite(D):         # G's signals overflowed: the reference says so, as for gradient
         return fixes.project(net, X, G, keep, None, rcond, refine)
     if g is not None:
-        fixes.warn_if_not_held(J, gram, solve, g, D, refine)
+        _diagnosis.warn_if_not_held(J, gram, solve, g, D, refine)
     return D
 
 
@@ -799,24 +802,25 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     (the reference's forward pass, the residual's, the Gram's, the step's), naming ref or net."""
     if not isinstance(net, MLP):
         return fixes.restore(net, keep_X, ref, keep, tol, max_iter, rcond)
-    keep_X, keep, ref, tol, max_iter, rcond = fixes.check_restore(net, keep_X, ref, keep, tol,
-                                                                  max_iter, rcond)
-    tol, note = fixes.restore_tolerance(tol, ref)
+    keep_X, keep, ref, tol, max_iter, rcond = _model_checks.check_restore(net, keep_X, ref, keep, tol,
+                                                                          max_iter, rcond)
+    tol, note = _diagnosis.restore_tolerance(tol, ref)
     history, solve = [], None
-    with fixes.all_or_nothing(net), np.errstate(over="ignore", invalid="ignore"):
+    with all_or_nothing(net), np.errstate(over="ignore", invalid="ignore"):
         for it in range(max_iter + 1):
-            with fixes.blamed_on_ref(history):
+            with _diagnosis.blamed_on_ref(history):
                 z, a = forward_arrays(net, keep_X)
                 r = (a[net.depth][:, keep] - ref).reshape(-1)
-            history.append(fixes.largest_residual(r, ref))
+            history.append(_diagnosis.largest_residual(r, ref))
             if history[-1] <= tol or it == max_iter:
                 break
             J = Jacobian.from_record(net, z, a, keep)
-            solve = GramSolver(fixes.finite_gram(J, keep_X), rcond, reference_gram(net, keep_X, keep))
+            solve = GramSolver(finite_gram(J, keep_X), rcond,
+                               reference=reference_gram(net, keep_X, keep))
             J.drop_input_kernels()
             # r scaled by a power of two, since the solver's conjugate gradients square it: a
             # residual of 1e200 would overflow them, and the loop stall. Scaling by 2^k is exact:
             # the same bits, unless the unscaled solve would underflow (then more accurate ones)
             scale = np.ldexp(r.dtype.type(1), int(np.frexp(history[-1])[1]) - 1)
-            fixes.restoring_step(net, J.rmatvec(solve(r / scale) * scale), history[-1], step)
-    return fixes.restore_report(history, tol, note, solve, r.size)
+            _diagnosis.restoring_step(net, J.rmatvec(solve(r / scale) * scale), history[-1], step)
+    return _diagnosis.restore_report(history, tol, note, solve, r.size)

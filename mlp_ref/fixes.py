@@ -25,20 +25,16 @@ tricks a benchmark needs, tested equal.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from . import _checks, jacobian
-from ._checks import BadValue, check_inputs
-# the checks that know what a model is, also read as fixes.check_net, fixes.MAX_REFINE, ...
-from ._model_checks import (MAX_REFINE, check_net, check_ref, check_refine,  # noqa: F401
-                            check_trainable, check_XG)
-from .jacobian import GramSolver, check_keep, check_rcond, flatten, unflatten
-# the accuracy accounting of nullspace, also read as fixes.PrecisionWarning, fixes.HELD_EPS, ...
-from ._diagnosis import (HELD_EPS, PrecisionWarning, assured_cond, held_unassured,  # noqa: F401
-                         length, passes_leave, warn_if_not_held)
+from . import _checks, _diagnosis, jacobian
+from ._checks import all_or_nothing, check_inputs, check_keep, check_rcond, check_weight
+from ._diagnosis import finite_gram, warn_if_not_held
+from ._model_checks import check_net, check_ref, check_refine, check_restore, check_trainable, check_XG
+from .jacobian import GramSolver, flatten, unflatten
+# what a caller of the rules may catch or read: the warning, restore's report (and ``check_restore``,
+# which the grader uses)
+from ._diagnosis import HELD_EPS, PrecisionWarning, RestoreReport  # noqa: F401
 
 
 def naive(net, X, G):
@@ -96,12 +92,8 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     X, G = check_XG(net, X, G)
     keep_X = X if keep_X is None else check_inputs(net, keep_X, "keep_X")
     g = net.gradient(X, G)
-    try:
+    with _diagnosis.made_from_G(net, G, g):           # D is made from G: an overflow is G's
         return nullspace(net, g, keep_X, keep, rcond, refine)
-    except ValueError as exc:
-        if getattr(exc, "argument", None) != "D":     # D is ours here, made from G: G's size is to blame
-            raise
-        raise projection_overflow(net, G, f" (a gradient of max |g| = {largest(g):.3g})") from None
 
 
 @_checks.overflow_is_reported
@@ -142,22 +134,9 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     for _ in range(1 + refine):                           # the projection, then its refinements
         alpha = solve(J.matvec(D))                        # (J J^T)^+ J D
         D = subtract(D, J.rmatvec(alpha))                 # D - J^T alpha
-        if not all(_checks.finite(v) for v in D.values()):
-            raise BadValue(f"D: expected values for which D - J^T (J J^T)^+ J D stays finite in "
-                           f"{net.dtype}, got max |D| = {largest(given):.3g}; scale D down", argument="D")
+        _diagnosis.finite_direction(D, given, net.dtype)
     warn_if_not_held(J, gram, solve, given, D, refine)
     return D
-
-
-def projection_overflow(net, G, detail=""):
-    """The error for a projected direction that overflows: D is made from G, so G is named."""
-    return BadValue(f"G: expected values for which the projected direction stays finite in "
-                    f"{net.dtype}, got max |G| = {float(np.abs(G).max()):.3g}{detail}", argument="G")
-
-
-def largest(D):
-    """max |D| over every array of a dict like params."""
-    return max(float(np.abs(v).max()) for v in D.values())
 
 
 def subtract(A, B):
@@ -165,6 +144,7 @@ def subtract(A, B):
     return {k: A[k] - B[k] for k in A}
 
 
+@_checks.overflow_is_reported
 def project_dense(net, X, G, keep=(0,), keep_X=None):
     """``project`` with J built: D = g - J^+ J g, for small networks and for teaching.
 
@@ -177,13 +157,12 @@ def project_dense(net, X, G, keep=(0,), keep_X=None):
     keep_X = X if keep_X is None else check_inputs(net, keep_X, "keep_X")
     g = net.gradient(X, G)
     J = jacobian.dense_rows(net, keep_X, keep)              # (n' q, P)
-    with np.errstate(over="ignore", invalid="ignore"):      # an overflow is named below
-        D = flatten(g) - np.linalg.pinv(J) @ (J @ flatten(g))    # g - J^+ J g
-    if not np.isfinite(D).all():
-        raise projection_overflow(net, G)
+    D = flatten(g) - np.linalg.pinv(J) @ (J @ flatten(g))   # g - J^+ J g
+    _diagnosis.finite_projection(net, G, D)
     return unflatten(D, g)
 
 
+@_checks.overflow_is_reported
 def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
     """The gradient of L + lam/2 * ||O_keep(X) - ref||^2: g + lam * J_keep^T (O_keep - ref).
 
@@ -206,34 +185,14 @@ def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
     """
     X, G = check_XG(net, X, G)
     keep = check_keep(keep, net.sizes[-1])
-    lam = _checks.real("lam", lam, low=0.0)
-    top = float(np.finfo(net.dtype).max)
-    if lam > top:                   # NumPy 2 would round it to inf in the network's dtype
-        raise BadValue(f"lam: expected a number <= {top:.3g}, which fits in {net.dtype}, got {lam:g}", argument="lam")
+    lam = check_weight("lam", lam, net.dtype)
     out = net(X)
     ref = out[:, keep] if ref is None else check_ref(ref, X.shape[0], keep, net.dtype)
+    residual = out[:, keep] - ref                          # O_keep - ref
     G_total = np.array(G)
-    with np.errstate(over="ignore", invalid="ignore"):
-        residual = out[:, keep] - ref
-        G_total[:, keep] += lam * residual
-    if not np.isfinite(residual).all():
-        raise BadValue(f"ref: expected values whose distance to the outputs stays finite in "
-                       f"{net.dtype}, got max |ref| = {float(np.abs(ref).max()):.3g}", argument="ref")
-    if not np.isfinite(G_total).all():
-        raise BadValue(f"lam: expected a weight for which G + lam * (O_keep - ref) stays finite "
-                       f"in {net.dtype}, got lam = {lam:.3g} (max |O_keep - ref| = "
-                       f"{float(np.abs(residual).max()):.3g})", argument="lam")
-    try:
+    G_total[:, keep] += lam * residual                     # G + the penalty's output gradient
+    with _diagnosis.pulled(G, G_total, residual, ref, lam):    # an overflow: G's, lam's or ref's?
         return net.gradient(X, G_total)
-    except ValueError as exc:           # G_total overflowed the backward pass: whose part is large?
-        big_G, far = float(np.abs(G).max()), float(np.abs(residual).max())
-        if getattr(exc, "argument", None) != "G" or lam * far <= big_G:
-            raise                       # the caller's G: its own message says so
-        blamed = "lam" if lam >= far else "ref"
-        raise BadValue(f"{blamed}: expected values for which the pull lam * (O_keep - ref) keeps the "
-                       f"backward pass finite in {net.dtype}, got max |lam * (O_keep - ref)| = "
-                       f"{lam * far:.3g} (lam = {lam:.3g}, max |O_keep - ref| = {far:.3g}, "
-                       f"max |G| = {big_G:.3g})", argument=blamed) from None
 
 
 def penalty_limit(net, X, keep=(0,)):
@@ -302,159 +261,6 @@ def _span_project_mlp(net, g, keep_X, keep, rcond):
     return D
 
 
-@dataclass
-class RestoreReport:
-    """What ``restore`` did: it never loops forever and never pretends it converged.
-
-    converged  : max |O_keep(keep_X) - ref| <= tol at the end
-    iterations : Gauss-Newton steps taken
-    residual   : the final max |O_keep(keep_X) - ref|
-    history    : the residual before each step, and after the last one
-    tol        : the tolerance it stopped at: the caller's tol, or the dtype's resolution at the
-                 size of ref where tol asks for less (``restore_tolerance``)
-    note       : "" when there is nothing to add; else why tol was raised to the floor, or why
-                 the loop did not converge
-    """
-    converged: bool
-    iterations: int
-    residual: float
-    history: list = field(default_factory=list)
-    tol: float = 0.0
-    note: str = ""
-
-    def __str__(self):
-        state = "converged" if self.converged else "NOT converged"
-        return (f"restore: {state} after {self.iterations} iteration(s), "
-                f"max |O - ref| = {self.residual:.3e}" + (f" ({self.note})" if self.note else ""))
-
-
-#: restore aims no closer to ref than this many eps of the dtype times max(1, max |ref|): where
-#: the dtype resolves every constraint it comes within 2 eps * max(1, max |ref|) of ref (measured
-#: on 200 random networks in float64 and float32), while an absolute 1e-12 is less than one ulp
-#: of 1e100 (1.9e84), and a millionth of float32's eps.
-RESTORE_FLOOR_EPS = 16
-
-
-def restore_tolerance(tol, ref):
-    """(the tolerance ``restore`` stops at, a note): tol, or where tol asks for less than the dtype
-    resolves at the size of what is held, its resolution there, RESTORE_FLOOR_EPS * eps *
-    max(1, max |ref|) (at least 1: an output near 0 is still a sum of terms that need not be
-    small), and then the note says so."""
-    floor = RESTORE_FLOOR_EPS * float(np.finfo(ref.dtype).eps) * max(1.0, float(np.abs(ref).max()))
-    if tol >= floor:
-        return tol, ""
-    return floor, (f"tol = {tol:.3g} is finer than {ref.dtype} resolves at max |ref| = "
-                   f"{float(np.abs(ref).max()):.3g}: held to {RESTORE_FLOOR_EPS} eps * max(1, max |ref|) "
-                   f"= {floor:.3g}")
-
-
-def largest_residual(r, ref):
-    """max |r| for the residual r = O_keep - ref, refused naming ref when it is not finite (the
-    outputs are: the forward pass checks them)."""
-    top = float(np.max(np.abs(r)))
-    if not np.isfinite(top):
-        raise BadValue(f"ref: expected values whose distance to the outputs stays finite in "
-                       f"{r.dtype}, got max |ref| = {float(np.abs(ref).max()):.3g}", argument="ref")
-    return top
-
-
-def restore_report(history, tol, note, solve, m):
-    """The RestoreReport of a finished loop: ``solve``, the last step's GramSolver (None: no
-    step), m the number of constraints. When it did not converge, the note says why."""
-    converged = history[-1] <= tol
-    if not converged:
-        note = why_not_converged(history, solve, m)
-    return RestoreReport(converged=converged, iterations=len(history) - 1, residual=history[-1],
-                         history=history, tol=tol, note=note)
-
-
-def why_not_converged(history, solve, m):
-    """The reason a restore stopped short of its tolerance, from its residuals and last solve."""
-    if solve is not None and solve.rank < m:
-        return (f"{m - solve.rank} of the {m} constraints have eigenvalues of J J^T at most rcond = "
-                f"{solve.rcond:.2g} times the largest (zero or dependent rows, or beyond the dtype's "
-                f"resolution), and no Gauss-Newton step moves the residual along them")
-    if len(history) > 1 and history[-1] > 0.5 * min(history[:-1]):
-        return (f"the residual stopped falling (at {history[-1]:.3g}, its least {min(history):.3g}): "
-                f"ref may be too far for Gauss-Newton's linear model, or its steps no more exact "
-                f"than eps * cond(J J^T) allows, cond = {solve.cond:.3g}")
-    return "the residual was still falling: a larger max_iter may reach tol"
-
-
-@_checks.overflow_is_reported
-def finite_gram(J, keep_X, name="keep_X (X when not given)", short="keep_X"):
-    """J J^T, refused when it overflows, naming what is to blame: the inputs ``keep_X`` (the
-    argument ``name``, ``short`` in formulas) when their own products a0 a0^T overflow, else the
-    parameters (hidden activations or signals too large)."""
-    gram = J.gram()
-    if _checks.finite(gram):
-        return gram
-    broken = [l for l, A in J.inputs.items() if not _checks.finite(A @ A.T)]
-    if broken and broken[0] == 1:
-        raise BadValue(f"{name}: expected values for which the Gram J J^T (which holds "
-                       f"{short} @ {short}.T) stays finite, got max |{short}| = "
-                       f"{float(np.abs(keep_X).max()):.3g}; scale {short} down", argument=short)
-    what = (f"the inputs of layer {broken[0]}, a{broken[0] - 1}, reach "
-            f"{float(np.abs(J.inputs[broken[0]]).max()):.3g}" if broken else
-            "its signals (the output side's weights) overflow")
-    raise BadValue(f"net: the Gram J J^T overflows {gram.dtype}: {what}, with max |{short}| = "
-                   f"{float(np.abs(keep_X).max()):.3g}; the parameters are too large", argument="net")
-
-
-def check_restore(net, keep_X, ref, keep, tol, max_iter, rcond):
-    """The arguments of ``restore``, checked (``fast.restore`` takes the same)."""
-    keep_X = check_inputs(check_net(net), keep_X, "keep_X")
-    keep = check_keep(keep, net.sizes[-1])
-    ref = check_ref(ref, keep_X.shape[0], keep, net.dtype)
-    tol = _checks.real("tol", tol, low=0.0, low_inclusive=False)
-    max_iter = _checks.whole_number("max_iter", max_iter)
-    return keep_X, keep, ref, tol, max_iter, check_rcond(rcond)
-
-
-@contextmanager
-def all_or_nothing(net):
-    """On any failure or interruption inside the block, every parameter goes back to the very
-    bits it had at the start, in the same arrays; then the error goes on."""
-    start = {k: v.copy() for k, v in net.params.items()}
-    try:
-        yield
-    except BaseException:
-        for k, v in start.items():
-            if net.params[k].flags.writeable:
-                net.params[k][...] = v
-        raise
-
-
-def restoring_step(net, D, residual, step=None):
-    """theta <- theta - D (``step`` is net.step or fast.step), the error blaming ``ref`` when the
-    step, built from ref, does not fit the parameters."""
-    try:
-        (step or type(net).step)(net, D, 1.0)
-    except ValueError as exc:
-        if getattr(exc, "argument", None) not in ("D", "lr"):   # the network's own (read-only, ...)
-            raise
-        raise BadValue(f"ref: expected values the network can reach, got max |O - ref| = "
-                       f"{residual:.3g}, whose Gauss-Newton step does not fit the "
-                       f"parameters ({exc})", argument="ref") from None
-
-
-@contextmanager
-def blamed_on_ref(history):
-    """A forward pass of ``restore`` that overflows after its first steps: the steps that ref
-    asked for did it, so ref is named (``history``: the residuals so far; none: the network
-    was broken before any step, and says so itself). The residual's own overflow is silent
-    here: ``largest_residual`` names it."""
-    try:
-        with np.errstate(over="ignore", invalid="ignore"):
-            yield
-    except ValueError as exc:
-        if not history or getattr(exc, "argument", None) != "forward":
-            raise
-        raise BadValue(f"ref: expected values the network can reach: {len(history)} restoring "
-                       f"step(s) toward max |O - ref| = {history[0]:.3g} made its output "
-                       f"overflow ({exc})", argument="ref") from None
-
-
 def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     """Gauss-Newton retraction onto {O_keep(keep_X) = ref}, in place.
 
@@ -475,18 +281,18 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     """
     keep_X, keep, ref, tol, max_iter, rcond = check_restore(net, keep_X, ref, keep, tol,
                                                             max_iter, rcond)
-    tol, note = restore_tolerance(tol, ref)
+    tol, note = _diagnosis.restore_tolerance(tol, ref)
     history, solve = [], None
     with all_or_nothing(net):
         for it in range(max_iter + 1):
-            with blamed_on_ref(history):
+            with _diagnosis.blamed_on_ref(history):
                 r = (net(keep_X)[:, keep] - ref).reshape(-1)  # rows c = i q + j, as J's
-            history.append(largest_residual(r, ref))
+            history.append(_diagnosis.largest_residual(r, ref))
             if history[-1] <= tol or it == max_iter:
                 break
             J = jacobian.of(net, keep_X, keep)
             solve = GramSolver(finite_gram(J, keep_X), rcond)     # (J J^T)^+
             with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named by the step
                 D = J.rmatvec(solve(r))                           # J^T (J J^T)^+ r
-            restoring_step(net, D, history[-1])
-    return restore_report(history, tol, note, solve, r.size)
+            _diagnosis.restoring_step(net, D, history[-1])
+    return _diagnosis.restore_report(history, tol, note, solve, r.size)

@@ -26,35 +26,12 @@ Jacobian of its pieces: ``of(net, X, keep)`` returns the right one for any model
 """
 from __future__ import annotations
 
-import reprlib
-
 import numpy as np
 
-from . import _checks
-from ._checks import BadType, BadValue
-from .network import MLP, Model
-
-
-def check_keep(keep, K, name="keep"):
-    """``keep`` as a list of distinct output indices in range(K), non-empty."""
-    if isinstance(keep, (int, np.integer)) and not isinstance(keep, bool):
-        keep = [keep]
-    if isinstance(keep, np.ndarray) and keep.ndim == 0:       # np.array(0): one index, as 0 is
-        keep = [keep.item()]
-    if isinstance(keep, (str, bytes, dict)) or not hasattr(keep, "__iter__"):
-        raise BadType(f"{name}: expected a list of output indices, got {_checks.describe(keep)}", argument=name)
-    keep = list(keep)
-    if not keep:
-        raise BadValue(f"{name}: expected at least one output index, got an empty list", argument=name)
-    for k in keep:
-        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
-            raise BadType(f"{name}: expected whole-number output indices, got {reprlib.repr(keep)}", argument=name)
-        if not 0 <= k < K:
-            raise BadValue(f"{name}: output index {k} out of range for {K} outputs "
-                           f"(expected 0 .. {K - 1})", argument=name)
-    if len(set(keep)) != len(keep):
-        raise BadValue(f"{name}: expected distinct output indices, got {reprlib.repr(keep)}", argument=name)
-    return [int(k) for k in keep]
+from . import _checks, _diagnosis
+from ._checks import check_gram, check_keep, check_rcond, check_rhs
+from ._model_checks import check_mlp, check_net
+from .network import MLP
 
 
 class OutputJacobian:
@@ -75,10 +52,7 @@ class OutputJacobian:
     """
 
     def __init__(self, net, X, keep=(0,)):
-        if not isinstance(net, MLP):
-            raise BadType(f"net: expected an MLP (for any model, use jacobian.of), "
-                          f"got {_checks.describe(net)}", argument="net")
-        self.net = net
+        self.net = check_mlp(net, " (for any model, use jacobian.of)")
         record = net.forward(X)
         n, K = record.output.shape
         self.keep = check_keep(keep, K)
@@ -220,10 +194,7 @@ def of(net, X, keep=(0,)):
     """The Jacobian of outputs ``keep`` of any model of the package on the rows of X."""
     if isinstance(net, MLP):
         return OutputJacobian(net, X, keep)
-    if isinstance(net, Model):
-        return PiecewiseJacobian(net, X, keep)
-    raise BadType(f"net: expected a model of mlp_ref (MLP, SplitHeads, TwoTower), "
-                  f"got {_checks.describe(net)}", argument="net")
+    return PiecewiseJacobian(check_net(net), X, keep)
 
 
 def dense_rows(net, X, keep=(0,)):
@@ -233,53 +204,18 @@ def dense_rows(net, X, keep=(0,)):
 
 def flatten(D):
     """A dict like params as one vector, in the order W1, b1, W2, b2, ... (row-major)."""
-    if not isinstance(D, dict) or not D:
-        raise BadType(f"D: expected a non-empty dict like params, got {_checks.describe(D)}", argument="D")
-    return np.concatenate([np.ravel(v) for v in D.values()])
+    return np.concatenate([np.ravel(v) for v in _checks.check_flat(D).values()])
 
 
 def unflatten(vector, like):
     """The inverse of ``flatten``: a dict with the keys and shapes of ``like``."""
-    vector = np.asarray(vector)
-    total = sum(np.size(value) for value in like.values())
-    if vector.ndim == 2 and vector.shape[1] == 1:        # a column, as pinv(J) @ r gives it
-        vector = vector[:, 0]
-    if vector.shape != (total,):
-        raise BadValue(f"vector: expected shape ({total},) or ({total}, 1), one entry per parameter of "
-                       f"{list(like)}, got {vector.shape}", argument="vector")
+    vector = _checks.check_vector(vector, like)          # (P,): a (P, 1) column is taken too
     out, start = {}, 0
     for key, value in like.items():
         size = np.size(value)
         out[key] = np.reshape(vector[start:start + size], np.shape(value))
         start += size
     return out
-
-
-def check_rcond(rcond):
-    """None (the solver's default) or a relative eigenvalue cut-off in (0, 1)."""
-    if rcond is None:
-        return None
-    rcond = _checks.real("rcond", rcond, low=0.0, low_inclusive=False)
-    if rcond >= 1.0:
-        raise BadValue(f"rcond: expected a relative cut-off below 1 (or None), got {rcond}", argument="rcond")
-    return rcond
-
-
-def check_gram(name, gram):
-    """A finite, square, symmetric float matrix (what eigh assumes without checking)."""
-    if isinstance(gram, np.ndarray) and gram.dtype.kind == "f":
-        dtype = gram.dtype
-    else:
-        dtype = np.float64
-    gram = _checks.as_array(name, gram, dtype)
-    if gram.ndim != 2 or gram.shape[0] != gram.shape[1] or gram.shape[0] < 1:
-        raise BadValue(f"{name}: expected a square (m, m) matrix with m >= 1, got shape {gram.shape}", argument=name)
-    scale = float(np.abs(gram).max())
-    asym = float(np.abs(gram - gram.T).max())
-    if asym > 1e3 * _checks.eps(dtype) * max(scale, _checks.tiny(dtype)):
-        raise BadValue(f"{name}: expected a symmetric matrix, got max |gram - gram.T| = {asym:.3g} "
-                       f"(max |gram| = {scale:.3g})", argument=name)
-    return gram
 
 
 def default_rcond(m, dtype):
@@ -300,22 +236,20 @@ class GramSolver:
     (m, m) matrix; in terms of J that drops singular values below sqrt(rcond) * sigma_max
     (about 4e-8 sigma_max for m = 8 in float64, 1e-3 in float32).
 
-    This decision is the one both tiers make: ``fast.GramSolver`` keeps every constraint only
-    where a certificate proves these eigenvalues all above the cut-off, and elsewhere asks this
-    class, on the reference's own Gram.
-
-    Attributes: ``rank``, the number of eigenvalues kept; ``cond``, the largest over the
-    smallest kept eigenvalue (the condition number of what is inverted); ``exact``, True (the
-    fast tier's solver may know cond by bounds only). ``fast.GramSolver`` has the same interface.
+    The interface both tiers share (``fast.GramSolver`` too, which decides the rank as this class
+    does): ``GramSolver(gram, rcond=None)``; the call, gram^+ rhs; ``refined(rhs, passes)``;
+    ``gram``, ``rcond``; ``rank``, the number of eigenvalues kept; ``cond``, the largest over
+    the smallest kept eigenvalue (the condition number of what is inverted); ``cond_exceeds``;
+    ``exact``, whether cond was computed from the eigenvalues (always, here).
     """
 
     exact = True
 
     def __init__(self, gram, rcond=None):
-        gram = check_gram("gram", gram)
-        m = gram.shape[0]
-        self.rcond = default_rcond(m, gram.dtype) if rcond is None else check_rcond(rcond)
-        lam, self.V = np.linalg.eigh(gram)                    # ascending
+        self.gram = check_gram("gram", gram)
+        m = self.gram.shape[0]
+        self.rcond = default_rcond(m, self.gram.dtype) if rcond is None else check_rcond(rcond)
+        lam, self.V = np.linalg.eigh(self.gram)               # ascending
         kept = kept_eigenvalues(lam, self.rcond)
         self.rank = int(kept.sum())
         self.cond = float(lam[-1] / lam[kept][0]) if self.rank else 1.0
@@ -324,19 +258,16 @@ class GramSolver:
 
     def __call__(self, rhs):
         """gram^+ rhs, for rhs of shape (m,) or (m, k)."""
-        rhs = np.asarray(rhs)
-        m = len(self.inv)
-        if rhs.ndim not in (1, 2) or rhs.shape[0] != m:
-            raise BadValue(f"rhs: expected shape ({m},) or ({m}, k), got {rhs.shape}", argument="rhs")
+        rhs = check_rhs(rhs, len(self.inv))
         inv = self.inv if rhs.ndim == 1 else self.inv[:, None]     # one 1/lambda per row
         return self.V @ (inv * (self.V.T @ rhs))
 
-    def refined(self, gram, rhs, passes):
+    def refined(self, rhs, passes):
         """gram^+ rhs, then ``passes`` times the residual rhs - gram alpha solved and added
         (iterative refinement on the system)."""
         alpha = self(rhs)
         for _ in range(passes):
-            alpha += self(rhs - gram @ alpha)
+            alpha += self(rhs - self.gram @ alpha)
         return alpha
 
     def cond_exceeds(self, threshold):
@@ -356,6 +287,7 @@ def kept_eigenvalues(lam, rcond):
     return lam > max(rcond * lam[-1], _checks.tiny(lam.dtype))
 
 
+@_checks.overflow_is_reported
 def tangent_kernel_by_layer(net, X, i=0, j=1):
     """The cross-output tangent kernel K_ij = J_i J_j^T of an MLP, split into one share per layer.
 
@@ -371,21 +303,12 @@ def tangent_kernel_by_layer(net, X, i=0, j=1):
     -------
     dict: layer l -> ndarray (n, n), and "total" -> their sum, J_i J_j^T.
     """
-    if not isinstance(net, MLP):
-        raise BadType(f"net: expected an MLP, got {_checks.describe(net)}", argument="net")
-    K = net.sizes[-1]
+    K = check_mlp(net).sizes[-1]
     i, j = (check_keep([k], K, name)[0] for k, name in ((i, "i"), (j, "j")))
     jac = OutputJacobian(net, X, keep=[i, j] if i != j else [i])
     a, b = (0, 1) if i != j else (0, 0)
-    with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named below
-        kernels = jac.input_kernels()
-        shares = {l: (S[:, a, :] @ S[:, b, :].T) * kernels[l] for l, S in jac.signals.items()}
-        shares["total"] = sum(shares[l] for l in jac.signals)
-    if not np.isfinite(shares["total"]).all():
-        big_X = float(np.abs(jac.inputs[1]).max())
-        if not np.isfinite(kernels[1]).all():             # X's own products a0 a0^T
-            raise BadValue(f"X: expected values for which the kernel (which holds X @ X.T) stays "
-                           f"finite, got max |X| = {big_X:.3g}; scale X down", argument="X")
-        raise BadValue(f"net: the kernel overflows {net.dtype} with max |X| = {big_X:.3g}: the "
-                       f"parameters are too large", argument="net")
+    kernels = jac.input_kernels()
+    shares = {l: (S[:, a, :] @ S[:, b, :].T) * kernels[l] for l, S in jac.signals.items()}
+    shares["total"] = sum(shares[l] for l in jac.signals)
+    _diagnosis.finite_kernel(net, jac, kernels, shares["total"])
     return shares
