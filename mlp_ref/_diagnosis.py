@@ -274,6 +274,17 @@ def warn_if_not_held(J, gram, solve, given, D, refine):
                   f"{bound / moved:.2g} |J D_given|): {why}", PrecisionWarning, stacklevel=callers_level())
 
 
+def magnitude(J, D):
+    """|J| |D| (absolute values, entry by entry), shape (m,), for an MLP's Jacobian J of either
+    tier (its ``signals``, ``inputs`` and ``outputs``): the scale of the roundoff of J . D, and of
+    J . fl(D) against J . D, each at most a few eps times it."""
+    out = np.zeros(J.outputs.shape, dtype=J.outputs.dtype)
+    for l, S in J.signals.items():
+        dz = np.abs(J.inputs[l]) @ np.abs(D[f"W{l}"]) + np.abs(D[f"b{l}"])
+        out += (np.abs(S) @ dz[:, :, None])[:, :, 0]          # |S_l[i, j]| . dz_i
+    return out.reshape(-1)
+
+
 def length(v):
     """The 2-norm of a vector as a float, scaled by its largest entry so that no square
     overflows (``np.linalg.norm`` takes the same in some twenty lines of Python)."""

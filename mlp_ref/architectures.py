@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _checks
-from ._checks import BadType, BadValue
+from ._checks import BadType, BadValue, check_keep
+from .jacobian import OutputJacobian, flatten
 from .network import MLP, Backward, Model, Piece
 
 
@@ -115,6 +116,10 @@ MLP_KEYWORDS = tuple(inspect.signature(MLP).parameters)[1:]
 class _Composed(Model):
     """What SplitHeads and TwoTower share beyond ``network.Model``: being built from an MLP
     (``_build``, which each defines) and the activation names they were built with."""
+
+    def jacobian(self, X, keep=(0,)):
+        """The Jacobian of outputs ``keep`` on the rows of X, from the pieces' (``jacobian.of``)."""
+        return PiecewiseJacobian(self, X, keep)
 
     @classmethod
     def _mlp(cls, sizes, own, keywords):
@@ -461,3 +466,62 @@ class TwoTower(_Composed):
             da0 = da0 + back.stages["da0"]
         stages["da0"] = da0
         return Backward(stages=stages, grads=grads)
+
+
+class PiecewiseJacobian:
+    """The Jacobian of outputs ``keep`` of a model made of MLPs (``net.pieces()``), same interface.
+
+    Each kept output is computed by one piece, and depends on that piece's parameters only:
+    J's rows for it are that piece's Jacobian rows, zero on every other piece's parameters. So
+    J J^T is zero between outputs of different pieces (SplitHeads has one piece: its equivalent
+    MLP; TwoTower one per tower), and every product is its pieces' products, put in place.
+    """
+
+    def __init__(self, net, X, keep=(0,)):
+        self.net = net
+        self.keep = check_keep(keep, net.sizes[-1])
+        self.parts = []                  # (piece, positions j in keep, the piece's Jacobian)
+        for piece in net.pieces():
+            js = [j for j, k in enumerate(self.keep) if k in piece.outputs]
+            if js:
+                local = [piece.outputs.index(self.keep[j]) for j in js]
+                self.parts.append((piece, js, OutputJacobian(piece.mlp, X, local)))
+        n = self.parts[0][2].outputs.shape[0]
+        self.outputs = np.zeros((n, len(self.keep)), dtype=net.dtype)
+        for _, js, J in self.parts:
+            self.outputs[:, js] = J.outputs
+        self.shape = (n * len(self.keep), net.n_params)
+
+    @property
+    def n_rows(self):
+        return self.shape[0]
+
+    def gram(self):
+        n, q = self.outputs.shape
+        total = np.zeros((n, q, n, q), dtype=self.net.dtype)
+        for _, js, J in self.parts:
+            total[np.ix_(range(n), js, range(n), js)] = J.gram().reshape(n, len(js), n, len(js))
+        return total.reshape(n * q, n * q)
+
+    def matvec(self, D):
+        out = np.zeros(self.outputs.shape, dtype=self.net.dtype)
+        for piece, js, J in self.parts:
+            out[:, js] = J.matvec(piece.to_mlp(D)).reshape(-1, len(js))
+        return out.reshape(-1)
+
+    def magnitude(self, D):
+        out = np.zeros(self.outputs.shape, dtype=self.net.dtype)
+        for piece, js, J in self.parts:
+            out[:, js] = J.magnitude(piece.to_mlp(D)).reshape(-1, len(js))
+        return out.reshape(-1)
+
+    def rmatvec(self, alpha):
+        alpha = np.reshape(alpha, self.outputs.shape)
+        D = {k: np.zeros_like(v) for k, v in self.net.params.items()}
+        for piece, js, J in self.parts:
+            D.update(piece.to_model(J.rmatvec(alpha[:, js].reshape(-1))))
+        return D
+
+    def dense(self):
+        """J, shape (m, P), columns in the order of ``flatten(net.params)``: row c is J^T e_c."""
+        return np.stack([flatten(self.rmatvec(e)) for e in np.eye(self.n_rows, dtype=self.net.dtype)])

@@ -257,9 +257,8 @@ class Jacobian:
         return out.reshape(-1)
 
     def magnitude(self, D):
-        """|J| |D|: the reference's formula (``jacobian.OutputJacobian.magnitude``), on the same
-        layout of inputs and signals."""
-        return jacobian.OutputJacobian.magnitude(self, D)
+        """|J| |D|: the reference's formula (``_diagnosis.magnitude``)."""
+        return _diagnosis.magnitude(self, D)
 
     def matvec_gradient(self, dz):
         """J g for the gradient g on the same rows whose per-sample signals are ``dz`` (l -> (n, n_l)).

@@ -22,7 +22,8 @@ This module is the reference: each product is written as its formula. ``mlp_ref.
 the same products with the tricks a benchmark needs (shared records, kept factors, freed signals).
 
 A model made of several MLPs (``SplitHeads``, ``TwoTower``: see ``network.Piece``) has the
-Jacobian of its pieces: ``of(net, X, keep)`` returns the right one for any model.
+Jacobian of its pieces (``architectures.PiecewiseJacobian``): ``of(net, X, keep)`` returns the
+right one for any model.
 """
 from __future__ import annotations
 
@@ -96,13 +97,8 @@ class OutputJacobian:
         return out.reshape(-1)
 
     def magnitude(self, D):
-        """|J| |D| (absolute values, entry by entry), shape (m,): the scale of the roundoff of
-        J . D, and of J . fl(D) against J . D: each is at most a few eps times it."""
-        out = np.zeros(self.outputs.shape, dtype=self.net.dtype)
-        for l, S in self.signals.items():
-            dz = np.abs(self.inputs[l]) @ np.abs(D[f"W{l}"]) + np.abs(D[f"b{l}"])
-            out += (np.abs(S) @ dz[:, :, None])[:, :, 0]        # |S_l[i, j]| . dz_i
-        return out.reshape(-1)
+        """|J| |D|, shape (m,): the scale of J . D's roundoff (``_diagnosis.magnitude``)."""
+        return _diagnosis.magnitude(self, D)
 
     def rmatvec(self, alpha):
         """J^T alpha for alpha of shape (m,); returns a dict like params.
@@ -131,70 +127,13 @@ class OutputJacobian:
         return np.concatenate(blocks, axis=1)
 
 
-class PiecewiseJacobian:
-    """The Jacobian of outputs ``keep`` of a model made of MLPs (``net.pieces()``), same interface.
-
-    Each kept output is computed by one piece, and depends on that piece's parameters only:
-    J's rows for it are that piece's Jacobian rows, zero on every other piece's parameters. So
-    J J^T is zero between outputs of different pieces (SplitHeads has one piece: its equivalent
-    MLP; TwoTower one per tower), and every product is its pieces' products, put in place.
-    """
-
-    def __init__(self, net, X, keep=(0,)):
-        self.net = net
-        self.keep = check_keep(keep, net.sizes[-1])
-        self.parts = []                  # (piece, positions j in keep, the piece's Jacobian)
-        for piece in net.pieces():
-            js = [j for j, k in enumerate(self.keep) if k in piece.outputs]
-            if js:
-                local = [piece.outputs.index(self.keep[j]) for j in js]
-                self.parts.append((piece, js, OutputJacobian(piece.mlp, X, local)))
-        n = self.parts[0][2].outputs.shape[0]
-        self.outputs = np.zeros((n, len(self.keep)), dtype=net.dtype)
-        for _, js, J in self.parts:
-            self.outputs[:, js] = J.outputs
-        self.shape = (n * len(self.keep), net.n_params)
-
-    @property
-    def n_rows(self):
-        return self.shape[0]
-
-    def gram(self):
-        n, q = self.outputs.shape
-        total = np.zeros((n, q, n, q), dtype=self.net.dtype)
-        for _, js, J in self.parts:
-            total[np.ix_(range(n), js, range(n), js)] = J.gram().reshape(n, len(js), n, len(js))
-        return total.reshape(n * q, n * q)
-
-    def matvec(self, D):
-        out = np.zeros(self.outputs.shape, dtype=self.net.dtype)
-        for piece, js, J in self.parts:
-            out[:, js] = J.matvec(piece.to_mlp(D)).reshape(-1, len(js))
-        return out.reshape(-1)
-
-    def magnitude(self, D):
-        out = np.zeros(self.outputs.shape, dtype=self.net.dtype)
-        for piece, js, J in self.parts:
-            out[:, js] = J.magnitude(piece.to_mlp(D)).reshape(-1, len(js))
-        return out.reshape(-1)
-
-    def rmatvec(self, alpha):
-        alpha = np.reshape(alpha, self.outputs.shape)
-        D = {k: np.zeros_like(v) for k, v in self.net.params.items()}
-        for piece, js, J in self.parts:
-            D.update(piece.to_model(J.rmatvec(alpha[:, js].reshape(-1))))
-        return D
-
-    def dense(self):
-        """J, shape (m, P), columns in the order of ``flatten(net.params)``: row c is J^T e_c."""
-        return np.stack([flatten(self.rmatvec(e)) for e in np.eye(self.n_rows, dtype=self.net.dtype)])
-
-
 def of(net, X, keep=(0,)):
-    """The Jacobian of outputs ``keep`` of any model of the package on the rows of X."""
+    """The Jacobian of outputs ``keep`` of any model of the package on the rows of X: an MLP's
+    own, or that of a model made of MLPs, assembled from its pieces' (``net.jacobian``, in
+    ``architectures``)."""
     if isinstance(net, MLP):
         return OutputJacobian(net, X, keep)
-    return PiecewiseJacobian(check_net(net), X, keep)
+    return check_net(net).jacobian(X, keep)
 
 
 def dense_rows(net, X, keep=(0,)):
