@@ -5,7 +5,8 @@
 
 The package is layered, each layer importing only those before it:
 
-    activations -> network (MLP) -> jacobian -> fixes -> optim -> measurements -> plots -> cli
+    activations -> network (MLP) -> jacobian, pseudoinverse -> fixes -> optim -> measurements
+                -> plots -> cli
 
 in two tiers: ``network``, ``jacobian`` and ``fixes`` are the reference, the lesson, written as
 the formulas; ``fast`` has the same gradient, step, projection and restore with every trick for
@@ -13,10 +14,12 @@ speed and memory, tested equal to the reference, and is what ``python -m mlp_ref
 
 ``import mlp_ref`` stays light: it never imports matplotlib (only ``mlp_ref.plots`` does).
 """
-from . import activations, architectures, data, fast, fixes, gradcheck, jacobian, losses, optim, setups
+from . import (activations, architectures, data, fast, fixes, gradcheck, jacobian, losses, optim,
+               pseudoinverse, setups)
 from .architectures import SplitHeads, TwoTower
 from .network import MLP, Backward, Forward
 
 __all__ = ["MLP", "Forward", "Backward", "SplitHeads", "TwoTower", "activations", "architectures",
-           "data", "fast", "fixes", "gradcheck", "jacobian", "losses", "optim", "setups"]
+           "data", "fast", "fixes", "gradcheck", "jacobian", "losses", "optim", "pseudoinverse",
+           "setups"]
 __version__ = "0.1.0"

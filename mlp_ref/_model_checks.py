@@ -35,6 +35,24 @@ def check_XG(net, X, G):
     return X, G
 
 
+def check_rule(net, X, G, keep_X):
+    """(X, G, keep_X) of a rule that holds outputs on keep_X: keep_X (n', d), X when not given."""
+    X, G = check_XG(net, X, G)
+    return X, G, (X if keep_X is None else check_inputs(net, keep_X, "keep_X"))
+
+
+def check_nullspace(net, D, keep_X, rcond, refine):
+    """(D, keep_X, rcond, refine) of ``fixes.nullspace``: D a finite dict like net.params."""
+    D = _checks.param_dict("D", D, check_net(net).param_shapes, net.dtype)
+    return D, check_inputs(net, keep_X, "keep_X"), check_rcond(rcond), check_refine(refine)
+
+
+def check_penalty(net, X, G, keep, lam):
+    """(X, G, keep, lam) of ``fixes.penalty``: lam >= 0, representable in the network's dtype."""
+    X, G = check_XG(net, X, G)
+    return X, G, check_keep(keep, net.sizes[-1]), _checks.check_weight("lam", lam, net.dtype)
+
+
 #: Each refinement pass multiplies the error by about eps * cond(J J^T): a few reach roundoff
 #: wherever refining converges at all, so more than this is a mistake (it would only take time).
 MAX_REFINE = 100

@@ -52,7 +52,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from . import _files, fast, fixes, jacobian
+from . import _files, fast, fixes, jacobian, pseudoinverse
 from ._memory import peak_bytes
 from .network import MLP
 
@@ -212,7 +212,7 @@ def dense_project(net, X, G, keep=KEEP, keep_X=None, rcond=None, refine=1):
     keep_X = X if keep_X is None else keep_X
     g = net.gradient(X, G)
     J = jacobian.dense_rows(net, keep_X, keep)                 # (m, P): what the Gram trick avoids
-    solve = jacobian.GramSolver(J @ J.T, rcond)
+    solve = pseudoinverse.GramSolver(J @ J.T, rcond)
     D = jacobian.flatten(g)
     for _ in range(1 + refine):
         D = D - J.T @ solve(J @ D)

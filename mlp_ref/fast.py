@@ -40,8 +40,8 @@ import weakref
 
 import numpy as np
 
-from . import _checks, _diagnosis, _model_checks, fixes, jacobian
-from .jacobian import default_rcond
+from . import _checks, _diagnosis, _model_checks, fixes, jacobian, pseudoinverse
+from .pseudoinverse import default_rcond
 from ._checks import all_or_nothing, check_inputs, check_keep, check_lr, check_rcond, check_writable
 from ._diagnosis import finite_gram, step_overflow
 from .network import MLP
@@ -294,7 +294,7 @@ class Jacobian:
 
 
 class GramSolver:
-    """``jacobian.GramSolver`` (gram^+ rhs, rank-revealing), without diagonalising at full rank.
+    """``pseudoinverse.GramSolver`` (gram^+ rhs, rank-revealing), without diagonalising at full rank.
 
     The reference diagonalises the Gram to find its rank: about 2 ms at n = 256 and 0.8 s at
     n = 2,560 constraints, several times the solve. Here, when the rank is full, one Cholesky
@@ -304,7 +304,7 @@ class GramSolver:
        with a shift sigma chosen so that the factorisation's success proves every eigenvalue
        of gram above the reference's cut-off rcond * lam_max by a margin: full rank, for
        certain. Within that margin (the factorisation fails) the tiers make one decision: the
-       reference's, ``jacobian.GramSolver`` on ``reference`` (the reference tier's own Gram of
+       reference's, ``pseudoinverse.GramSolver`` on ``reference`` (the reference tier's own Gram of
        the same constraints, or a function that computes it; gram itself when not given). Its
        eigenvalues and ours differ in their last bits (eigh against eigvalsh; and a Gram from the
        stacked backward pass against one from q passes: other matrix shapes, other roundings),
@@ -343,7 +343,7 @@ class GramSolver:
             smallest = min(diag.min(), (np.diagonal(L) ** 2).min() * (1 + 2 * eps) + self.shift + beta)
             self._at_least = float(diag.max() / smallest) * (1 - 2 * eps)
             return
-        decided = jacobian.GramSolver(_reference_gram(gram, reference), self.rcond)
+        decided = pseudoinverse.GramSolver(_reference_gram(gram, reference), self.rcond)
         self.rank, self.cond, self.exact = decided.rank, decided.cond, True
         if self.rank == m:
             try:

@@ -28,13 +28,14 @@ from __future__ import annotations
 import numpy as np
 
 from . import _checks, _diagnosis, jacobian
-from ._checks import all_or_nothing, check_inputs, check_keep, check_rcond, check_weight
+from ._checks import all_or_nothing, check_inputs, check_keep, check_rcond
 from ._diagnosis import finite_gram, warn_if_not_held
-from ._model_checks import check_net, check_ref, check_refine, check_restore, check_trainable, check_XG
-from .jacobian import GramSolver, flatten, unflatten
-# what a caller of the rules may catch or read: the warning, restore's report (and ``check_restore``,
-# which the grader uses)
-from ._diagnosis import HELD_EPS, PrecisionWarning, RestoreReport  # noqa: F401
+from ._model_checks import (check_net, check_nullspace, check_penalty, check_ref, check_restore,
+                            check_rule, check_trainable, check_XG)
+from .pseudoinverse import GramSolver
+from .jacobian import flatten, unflatten
+# what a caller of the rules may catch or read: the warning, restore's report
+from ._diagnosis import PrecisionWarning, RestoreReport  # noqa: F401
 
 
 def naive(net, X, G):
@@ -89,8 +90,7 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     the curvature of the network is not). On inputs that were not constrained the drift
     is O(lr) in general. Among all directions with J_1 . D = 0, D is the closest to g.
     """
-    X, G = check_XG(net, X, G)
-    keep_X = X if keep_X is None else check_inputs(net, keep_X, "keep_X")
+    X, G, keep_X = check_rule(net, X, G, keep_X)
     g = net.gradient(X, G)
     with _diagnosis.made_from_G(net, G, g):           # D is made from G: an overflow is G's
         return nullspace(net, g, keep_X, keep, rcond, refine)
@@ -112,21 +112,11 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     Gram (iterative refinement), which multiplies the error by about eps * cond(J J^T); the
     default single pass brings the seed problem to ~1e-13.
 
-    Accuracy, with refine >= 1 and m constraints: |J D| <= (32 + m) * eps * ||J| (|D| +
-    |D_given|)|| (eps of the network's dtype; |J| |x| the product of absolute values,
-    ``magnitude``; ``HELD_EPS``), about what rounding J . D_given and D to the dtype leaves.
-    Where it is not assured (constraints dropped, or cond(J J^T) above ``assured_cond``) the
-    result is measured, and a PrecisionWarning says by how much it falls short and why (above
-    ``assured_cond``, falling short of it by no more than the passes leave at that condition
-    number, (eps cond)^(1 + refine) |J D_given|, is no shortfall: it is all they can do):
-    constraints the dtype cannot resolve (float32 drops each whose eigenvalue of J J^T is below
-    m * 1.2e-7 times the largest: on the seed network 4 of 8, and |J D| stays at 7e-4 |J g|,
-    where 3e-8 is float32's own rounding), or a condition number too large for the passes.
+    Accuracy, with refine >= 1 and m constraints: |J D| <= (32 + m) eps ||J| (|D| + |D_given|)||,
+    about what rounding J . D_given and D to the dtype leaves. Where that is not assured it is
+    measured, and a PrecisionWarning says why it falls short (``_diagnosis.warn_if_not_held``).
     """
-    net = check_net(net)
-    D = _checks.param_dict("D", D, net.param_shapes, net.dtype)
-    keep_X = check_inputs(net, keep_X, "keep_X")
-    rcond, refine = check_rcond(rcond), check_refine(refine)
+    D, keep_X, rcond, refine = check_nullspace(net, D, keep_X, rcond, refine)
     J = jacobian.of(net, keep_X, keep)
     gram = finite_gram(J, keep_X)
     solve = GramSolver(gram, rcond)                       # (J J^T)^+
@@ -153,8 +143,7 @@ def project_dense(net, X, G, keep=(0,), keep_X=None):
     which does not square J's condition number as the Gram route does. Memory n' q P: this is
     what ``project`` avoids by never building J; the two agree to roundoff.
     """
-    X, G = check_XG(net, X, G)
-    keep_X = X if keep_X is None else check_inputs(net, keep_X, "keep_X")
+    X, G, keep_X = check_rule(net, X, G, keep_X)
     g = net.gradient(X, G)
     J = jacobian.dense_rows(net, keep_X, keep)              # (n' q, P)
     D = flatten(g) - np.linalg.pinv(J) @ (J @ flatten(g))   # g - J^+ J g
@@ -183,9 +172,7 @@ def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
     tutorials use (lr * lam * lambda_max = 0.76 on the seed setup at lr 0.1, 0.83 on the
     visible one at lr 0.01).
     """
-    X, G = check_XG(net, X, G)
-    keep = check_keep(keep, net.sizes[-1])
-    lam = check_weight("lam", lam, net.dtype)
+    X, G, keep, lam = check_penalty(net, X, G, keep, lam)
     out = net(X)
     ref = out[:, keep] if ref is None else check_ref(ref, X.shape[0], keep, net.dtype)
     residual = out[:, keep] - ref                          # O_keep - ref
@@ -229,10 +216,8 @@ def span_project(net, X, G, keep=(0,), keep_X=None, rcond=None):
     For a model made of several MLPs (``net.pieces()``), each piece computing a kept output
     is projected so; a piece computing none (another tower) keeps its gradient.
     """
-    X, G = check_XG(net, X, G)
-    keep = check_keep(keep, net.sizes[-1])
-    keep_X = X if keep_X is None else check_inputs(net, keep_X, "keep_X")
-    rcond = check_rcond(rcond)
+    X, G, keep_X = check_rule(net, X, G, keep_X)
+    keep, rcond = check_keep(keep, net.sizes[-1]), check_rcond(rcond)
     g = net.gradient(X, G)
     D = dict(g)
     for piece in net.pieces():
@@ -270,11 +255,9 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     after a projected step of size lr (residual O(lr^2)) a few steps reach roundoff: two to
     four at the tutorials' step sizes.
 
-    The tolerance scales with what is held where tol asks for less than the dtype resolves: it
-    is max(tol, 16 eps * max(1, max |ref|)) (``restore_tolerance``), so that ref = 1e-3 and
-    ref = 1e100 both converge on every CPU (an absolute 1e-12 at 1e100 asks for less than one
-    unit in the last place, 1.9e84), and float32 (eps 1.2e-7) aims at what it can reach. The
-    report's note says when tol was raised so; a report that did not converge says why.
+    The tolerance is max(tol, 16 eps * max(1, max |ref|)): no finer than the dtype resolves at
+    the size of what is held (``_diagnosis.restore_tolerance``). The report says when tol was
+    raised so, and why when it did not converge.
 
     ref : shape (len(keep_X), len(keep)), or (n,) when one output is kept
     Returns a RestoreReport.

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import mlp_ref as mr
-from mlp_ref import _diagnosis, fast, fixes, jacobian
+from mlp_ref import _diagnosis, fast, fixes, pseudoinverse
 from mlp_ref.jacobian import OutputJacobian, flatten
 from mlp_ref.setups import G_QUESTION, SETUPS
 
@@ -151,7 +151,7 @@ def close(ours, ref, g, rtol, cond=1.0):
 
 
 def gram_cond(net, X, keep):
-    return jacobian.GramSolver(OutputJacobian(net, X, keep).gram()).cond
+    return pseudoinverse.GramSolver(OutputJacobian(net, X, keep).gram()).cond
 
 
 #: the tiers are compared here, not their accuracy (test_rank_and_scale): a warning that the
@@ -293,7 +293,7 @@ def test_fast_solver_keeps_the_constraints_the_reference_keeps():
         net, X, _ = random_problem(seed)
         for keep in ([0], [0, 1]):
             gram = OutputJacobian(net, X, keep).gram()
-            ref, ours = jacobian.GramSolver(gram), fast.GramSolver(gram)
+            ref, ours = pseudoinverse.GramSolver(gram), fast.GramSolver(gram)
             assert ours.rank == ref.rank
             rhs = np.random.default_rng(seed).normal(size=gram.shape[0])
             assert rel(ours.refined(rhs, 1), ref(rhs)) <= 64 * np.finfo(float).eps * ref.cond
@@ -313,7 +313,7 @@ def test_both_solvers_take_a_matrix_of_right_hand_sides_column_by_column():
     column instead of per row would pass NumPy's broadcasting unnoticed)."""
     for m, k in ((4, 3), (4, 4)):
         gram, R = spd(m, 1e3, seed=k), np.random.default_rng(k).normal(size=(m, k))
-        for solver in (jacobian.GramSolver(gram), fast.GramSolver(gram)):
+        for solver in (pseudoinverse.GramSolver(gram), fast.GramSolver(gram)):
             columns = np.stack([solver(R[:, j]) for j in range(k)], axis=1)
             assert rel(solver(R), columns) <= 1e-12 and rel(columns, np.linalg.solve(gram, R)) <= 1e-10
 
@@ -407,7 +407,7 @@ def test_the_certificate_never_claims_a_gram_with_an_eigenvalue_under_the_cut_of
         n = int(rng.integers(1, 40))
         lam = np.logspace(0, -rng.uniform(0, 16 if dtype == np.float64 else 9), n)
         gram = gram_with(lam, seed, dtype)
-        rcond = jacobian.default_rcond(n, dtype)
+        rcond = pseudoinverse.default_rcond(n, dtype)
         if fast.certify(gram, rcond) is not None:
             claims += 1
             exact = np.linalg.eigvalsh(gram.astype(np.float64))
@@ -417,20 +417,20 @@ def test_the_certificate_never_claims_a_gram_with_an_eigenvalue_under_the_cut_of
 
 def test_the_certificate_refuses_eigenvalues_near_or_under_the_cut_off_and_rank_deficient_grams():
     n = 50
-    rcond = jacobian.default_rcond(n, np.float64)
+    rcond = pseudoinverse.default_rcond(n, np.float64)
     for below_or_above in (0.25, 0.9, 1.1, 4.0):               # lam_min around rcond * lam_max
         lam = np.logspace(0, -3, n)
         lam[-1] = below_or_above * rcond
         gram = gram_with(lam, n)
         assert fast.certify(gram, rcond) is None
-        ours, ref = fast.GramSolver(gram), jacobian.GramSolver(gram)
+        ours, ref = fast.GramSolver(gram), pseudoinverse.GramSolver(gram)
         assert ours.exact and ours.rank == ref.rank
     for zeros in (1, 3, 10):
         lam = np.logspace(0, -3, n)
         lam[-zeros:] = 0.0
         gram = gram_with(lam, zeros)
         assert fast.certify(gram, rcond) is None and not _certified(gram)
-        assert fast.GramSolver(gram).rank == jacobian.GramSolver(gram).rank == n - zeros
+        assert fast.GramSolver(gram).rank == pseudoinverse.GramSolver(gram).rank == n - zeros
     for cond in (1.0, 1e3, 1e8):                                # well conditioned: claimed
         assert _certified(spd(n, cond, 1))
 
@@ -444,7 +444,7 @@ def test_the_solver_leaves_the_gram_as_it_was():
         fast.GramSolver(gram)
         assert np.array_equal(gram, before)
         gram.flags.writeable = False
-        assert fast.GramSolver(gram).rank == jacobian.GramSolver(before).rank
+        assert fast.GramSolver(gram).rank == pseudoinverse.GramSolver(before).rank
 
 
 def residual(gram, alpha, rhs):
@@ -458,7 +458,7 @@ def test_the_refined_solve_reaches_the_residual_of_the_reference():
     # factor does not contract (sigma / (lam_min - sigma) >= 1) and gram's own factor is made
     n = 60
     base = np.logspace(0, -3, n)
-    sigma = fast.certify(gram_with(base), jacobian.default_rcond(n, np.float64))[1]
+    sigma = fast.certify(gram_with(base), pseudoinverse.default_rcond(n, np.float64))[1]
     cases = [spd(n, cond, 2) for cond in (1.0, 1e3, 1e6, 1e9)]
     for times in (1.1, 1.5, 3.0, 10.0):
         lam = base.copy()
@@ -470,7 +470,7 @@ def test_the_refined_solve_reaches_the_residual_of_the_reference():
     solved = 0
     for gram in cases:
         rhs = np.random.default_rng(3).normal(size=gram.shape[0])
-        ours, ref = fast.GramSolver(gram), jacobian.GramSolver(gram)
+        ours, ref = fast.GramSolver(gram), pseudoinverse.GramSolver(gram)
         if ref.rank < gram.shape[0]:
             continue                    # the pseudo-inverse: the reference's own solver
         solved += 1
@@ -489,7 +489,7 @@ def test_the_cond_estimate_is_a_lower_bound_within_a_factor_1_5():
     for seed in range(60):
         net, X, _ = random_problem(seed)
         gram = OutputJacobian(net, X, [0, 1]).gram()
-        ours, ref = fast.GramSolver(gram), jacobian.GramSolver(gram)
+        ours, ref = fast.GramSolver(gram), pseudoinverse.GramSolver(gram)
         if ref.rank == gram.shape[0]:
             roundoff = 4 * gram.shape[0] * eps * ref.cond
             assert ref.cond / 1.5 <= ours.estimate_cond() <= ref.cond * (1 + roundoff), seed
@@ -554,7 +554,7 @@ def test_the_fast_tier_blames_what_the_reference_blames():
 def test_a_saturated_output_whose_gram_underflows_is_held_as_numerically_zero(dtype, w, b):
     """out1 = sigmoid(-50) = 2e-22 in float32 (e^-360 in float64): its Jacobian rows are that
     small, their products in J J^T subnormal, and 1 / lambda would overflow. Both tiers treat
-    such a constraint as zero (``jacobian.kept_eigenvalues``) and agree with the dense
+    such a constraint as zero (``pseudoinverse.kept_eigenvalues``) and agree with the dense
     pseudo-inverse, which never squares J; before, the reference blamed D for a NaN and the
     fast tier returned it."""
     net = mr.MLP([1, 2], output="sigmoid", init_std=0.0, dtype=dtype)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import mlp_ref as mr
-from mlp_ref import _diagnosis, fast, fixes, jacobian
+from mlp_ref import _diagnosis, fast, fixes, pseudoinverse
 from mlp_ref.data import probe_inputs
 from mlp_ref.jacobian import OutputJacobian, flatten
 from mlp_ref.setups import G_QUESTION, SETUPS, seed_setup
@@ -108,7 +108,7 @@ def test_a_restore_that_cannot_converge_says_why(tier):
     ref = net(keep_X)[:, 0]
     moved = net.copy().step(fixes.naive(net, X, G_QUESTION), 0.01)
     report = TIERS[tier].restore(moved, keep_X, ref)
-    rank = jacobian.GramSolver(OutputJacobian(moved, keep_X, [0]).gram()).rank
+    rank = pseudoinverse.GramSolver(OutputJacobian(moved, keep_X, [0]).gram()).rank
     assert not report.converged and report.residual > 100 * report.tol
     assert rank < 40 and report.note.startswith(f"{40 - rank} of the 40 constraints")
     # a loop cut short by max_iter says that it was still falling: after a projected step the
@@ -151,7 +151,7 @@ def test_project_holds_J_D_to_its_stated_accuracy_or_warns_why_not(tier, dtype):
             g = net.gradient(X, G)
             J = exact_jacobian(net, X, keep)
             left, bound = norm(J.matvec(wide(D))), accuracy(J, D, g, dtype)
-            solver = jacobian.GramSolver(OutputJacobian(net, X, keep).gram())
+            solver = pseudoinverse.GramSolver(OutputJacobian(net, X, keep).gram())
             if solver.rank == J.n_rows and solver.cond > _diagnosis.assured_cond(dtype, 1):
                 # past assured_cond, what the two passes may leave is stated too
                 bound = max(bound, _diagnosis.passes_leave(solver.cond, dtype, 1) * norm(J.matvec(wide(g))))
@@ -184,7 +184,7 @@ def test_float32_project_is_held_to_eps32_times_the_square_root_of_the_condition
         keep = [0]
         J = exact_jacobian(net, X, keep)
         lam = np.linalg.eigvalsh(J.gram())
-        if jacobian.GramSolver(OutputJacobian(net, X, keep).gram()).rank < J.n_rows or lam[0] <= 0:
+        if pseudoinverse.GramSolver(OutputJacobian(net, X, keep).gram()).rank < J.n_rows or lam[0] <= 0:
             continue
         cases += 1
         g = net.gradient(X, G)
@@ -207,8 +207,8 @@ def test_the_seed_network_in_float32_warns_that_it_drops_half_its_constraints():
     net, X = in_dtype(net64, np.float32), X.astype(np.float32)
     J = exact_jacobian(net, X, [0])
     lam = np.linalg.eigvalsh(J.gram())
-    cut = jacobian.default_rcond(8, np.float32) * lam[-1]
-    rank = jacobian.GramSolver(OutputJacobian(net, X, [0]).gram()).rank
+    cut = pseudoinverse.default_rcond(8, np.float32) * lam[-1]
+    rank = pseudoinverse.GramSolver(OutputJacobian(net, X, [0]).gram()).rank
     assert rank == 4
     g = net.gradient(X, G_QUESTION)
     for tier in TIERS.values():
@@ -258,12 +258,12 @@ AT_THE_CUT = (1 - 1e-6, 1 - 1e-11, 1.0, 1 + 1e-11, 1 + 1e-6)
 def test_both_solvers_keep_the_same_constraints_at_and_near_the_cut_off():
     for m in (8, 40):
         for rcond in (None, 1e-6):
-            cut = jacobian.default_rcond(m, np.float64) if rcond is None else rcond
+            cut = pseudoinverse.default_rcond(m, np.float64) if rcond is None else rcond
             for seed, at in enumerate(AT_THE_CUT):
                 lam = np.logspace(0, -3, m)
                 lam[-1] = at * cut
                 gram = gram_with(lam, seed)
-                reference = jacobian.GramSolver(gram, rcond)
+                reference = pseudoinverse.GramSolver(gram, rcond)
                 ours = fast.GramSolver(gram, rcond)
                 assert ours.rank == reference.rank, (m, rcond, at)
                 # the fast tier's own Gram differs from the reference's in its last bits: the
@@ -287,16 +287,16 @@ def test_a_certified_gram_is_full_rank_for_the_reference_too():
     claimed = 0
     for m in (2, 5, 16, 40):
         base = np.logspace(0, -3, m)
-        sigma = fast.certify(gram_with(base), jacobian.default_rcond(m, np.float64))[1]
+        sigma = fast.certify(gram_with(base), pseudoinverse.default_rcond(m, np.float64))[1]
         for seed, times in enumerate((1.0 + 1e-9, 1.001, 1.01, 1.1, 2.0)):
             lam = base.copy()
             lam[-1] = times * sigma
             gram = gram_with(lam, seed)
-            if fast.certify(gram, jacobian.default_rcond(m, np.float64)) is None:
+            if fast.certify(gram, pseudoinverse.default_rcond(m, np.float64)) is None:
                 continue
             claimed += 1
             for reference in (gram, ulps_apart(gram, seed)):
-                assert jacobian.GramSolver(reference).rank == m, (m, times)
+                assert pseudoinverse.GramSolver(reference).rank == m, (m, times)
     assert claimed >= 12
 
 
@@ -327,7 +327,7 @@ def test_both_tiers_keep_the_same_constraints_at_the_cut_off_and_agree_on_J_D():
         G = np.stack([Q[:, -1], np.random.default_rng(seed).normal(size=n)], axis=1)
         keep = [0]
         J = OutputJacobian(net, X, keep)
-        decided = jacobian.GramSolver(J.gram(), rcond).rank
+        decided = pseudoinverse.GramSolver(J.gram(), rcond).rank
         fast_J = fast.Jacobian.from_record(net, *fast.forward_arrays(net, X), keep)
         ours = fast.GramSolver(fast_J.gram(), rcond, reference=fast.reference_gram(net, X, keep)).rank
         assert ours == decided, at

@@ -44,7 +44,8 @@ from .. import _files, data, fast, fixes, losses, resources
 from .._argtypes import path, rows_list, whole
 from .._memory import peak_bytes
 from ..architectures import SplitHeads, TwoTower
-from ..jacobian import GramSolver, OutputJacobian
+from ..jacobian import OutputJacobian
+from ..pseudoinverse import GramSolver
 from ..network import MLP
 from .fits import loglog_slope
 
@@ -307,7 +308,7 @@ def constraint_cost(memory_sizes=COST_SIZES, hidden=HIDDEN, repeats=3, seed=SEED
     -------
     dict of lists, one entry per m: ``m``, ``constraints`` (5 m), ``fast`` and ``reference``
     (``fast.project`` and ``fixes.project``), ``gram`` (J J^T from its per-layer factors),
-    ``eigh`` (the reference's rank-revealing solve, ``jacobian.GramSolver``), ``cholesky``
+    ``eigh`` (the reference's rank-revealing solve, ``pseudoinverse.GramSolver``), ``cholesky``
     (``fast.GramSolver``: one shifted Cholesky whose success certifies full rank), ``peak_fast``,
     ``peak_reference`` (tracemalloc's peak, bytes), ``gram_bytes`` (8 n^2, n = 5 m); and
     ``sizes``, ``n_params``, ``n_new``, ``repeats``. ``log``, if given, gets a line per m.
