@@ -353,6 +353,15 @@ def check_representable(name, value, dtype):
     return scalar
 
 
+def check_step(net, D, lr):
+    """(lr, D) of a step: lr > 0 in the network's dtype, D a finite dict like its params, whose
+    arrays can all be written in place."""
+    lr = check_lr(lr, net.dtype)
+    D = param_dict("D", D, net.param_shapes, net.dtype)
+    check_writable(net)
+    return lr, D
+
+
 def check_writable(net):
     """Raise ValueError unless every parameter array can be written in place."""
     frozen = [k for k, v in net.params.items() if not v.flags.writeable]

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _checks, _diagnosis, activations, saving
-from ._checks import check_inputs, check_lr, check_writable
+from ._checks import check_inputs
 
 
 @dataclass
@@ -163,9 +163,7 @@ class Model:
         network bit for bit as it was. The arrays of ``params`` are updated in place, so
         references to them stay valid.
         """
-        lr = check_lr(lr, self.dtype)
-        D = _checks.param_dict("D", D, self.param_shapes, self.dtype)
-        check_writable(self)
+        lr, D = _checks.check_step(self, D, lr)
         with np.errstate(over="ignore", invalid="ignore"):
             new = {k: self.params[k] - lr * D[k] for k in self.params}     # theta - lr * D
         broken = [k for k, v in new.items() if not _checks.finite(v)]
