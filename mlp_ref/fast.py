@@ -296,9 +296,10 @@ class Jacobian:
 class GramSolver:
     """``pseudoinverse.GramSolver`` (gram^+ rhs, rank-revealing), without diagonalising at full rank.
 
-    The reference diagonalises the Gram to find its rank: about 2 ms at n = 256 and 0.8 s at
-    n = 2,560 constraints, several times the solve. Here, when the rank is full, one Cholesky
-    factorisation (n^3/3) and nothing else of order n^3 (no inverse, no eigenvalue):
+    The reference diagonalises the Gram to find its rank: an eigendecomposition with its
+    eigenvectors, many times the flops of a Cholesky factorisation (the bench prints both
+    times). Here, when the rank is full, one Cholesky factorisation (n^3/3) and nothing else of
+    order n^3 (no inverse, no eigenvalue):
 
     1. The rank, certified by the factorisation itself (``certify``): gram - sigma I = L L^T,
        with a shift sigma chosen so that the factorisation's success proves every eigenvalue
@@ -375,9 +376,9 @@ class GramSolver:
         eigenvectors, its largest eigenvalue 1 / (lam_min - sigma) at gram's smallest, so it
         converges to the bottom at least as fast as gram^-1 would, at two substitutions a
         round instead of a refined solve. Each round's products with gram take the top and
-        the bottom vectors together, one product of four columns (3.6 ms at n = 2,560; four
-        of one column, 4.0). Five rounds of two vectors: one vector, or fewer rounds, left
-        estimates off by more than 1.5 on the Grams of the tests."""
+        the bottom vectors together, one product of four columns: one pass over gram instead
+        of four. Five rounds of two vectors: one vector, or fewer rounds, left estimates off by
+        more than 1.5 on the Grams of the tests."""
         if self.exact:
             return self.cond
         if self._estimate is None:
@@ -433,8 +434,8 @@ class GramSolver:
         true residual rhs - gram alpha (the recurrence's residual falls on past the floor that
         the true one meets), which each step computes before it prepares the next (a step not
         taken costs no substitution); the iterate of the least true residual is returned.
-        Products with gram one column at a time: gram @ v takes 1.0 ms at n = 2,560 where gram
-        @ [v, w] takes 3.2 (OpenBLAS's matrix-vector product against its general one).
+        Products with gram one column at a time: a BLAS matrix-vector product streams gram once
+        at memory speed, where the general product of two columns is slower than two of them.
         """
         solve = self._factor
         alpha = solve(rhs)
@@ -526,8 +527,8 @@ def certify(gram, rcond):
 
     The shift is written into gram's diagonal and the diagonal put back, bit for bit, after
     the factorisation (in ``finally``): a copy of gram to shift would be another n^2 array to
-    allocate and fill (50 MiB and 9 ms at n = 2,560, more when its pages are faulted in fresh),
-    for n numbers that change. A read-only gram is copied.
+    allocate and fill (8 n^2 bytes in float64), for n numbers that change. A read-only gram is
+    copied.
     """
     n, dtype = gram.shape[0], gram.dtype
     finfo = np.finfo(dtype)

@@ -318,6 +318,27 @@ def test_both_solvers_take_a_matrix_of_right_hand_sides_column_by_column():
             assert rel(solver(R), columns) <= 1e-12 and rel(columns, np.linalg.solve(gram, R)) <= 1e-10
 
 
+@pytest.mark.parametrize("Solver", [pseudoinverse.GramSolver, fast.GramSolver], ids=["reference", "fast"])
+def test_both_solvers_have_one_interface(Solver):
+    """Either tier's solver is made and used by the same calls: ``Solver(gram, rcond)``, the call,
+    ``refined(rhs, passes)`` on its own gram, ``rank``, ``cond``, ``rcond``, ``exact``, ``gram``
+    and ``cond_exceeds``; a refined solve of a well-conditioned system (cond 1e3) meets
+    np.linalg.solve within m eps cond, what a backward-stable solve promises; a singular Gram
+    (a constraint with a zero row: an eigenvalue exactly 0) has rank m - 1."""
+    m = 6
+    gram, rhs = spd(m, 1e3, seed=1), np.random.default_rng(1).normal(size=m)
+    solver = Solver(gram, 1e-12)
+    assert solver.gram is gram and solver.rcond == 1e-12 and solver.rank == m
+    assert isinstance(solver.exact, bool) and solver.cond >= 1e3 * (1 - 1e-9)
+    assert solver.cond_exceeds(10.0) and not solver.cond_exceeds(1e6)
+    exact = np.linalg.solve(gram, rhs)
+    for alpha in (solver(rhs), solver.refined(rhs, 2)):
+        assert rel(alpha, exact) <= m * np.finfo(float).eps * 1e3 * 4
+    singular = np.zeros((m, m))
+    singular[1:, 1:] = spd(m - 1, 1e3, seed=2)
+    assert Solver(singular).rank == m - 1
+
+
 def spd(n, cond, seed, dtype=np.float64):
     """A random symmetric positive definite matrix, eigenvalues log-spaced from 1 to 1 / cond."""
     return gram_with(np.logspace(0, -np.log10(cond), n), seed, dtype)
