@@ -1,72 +1,28 @@
-"""The grader of ``tutorials/exercises``: ``python -m mlp_ref check FILE``.
+"""The checks of each exercise, run in the grader's process: the reference answers live here.
 
-It imports the student's file, runs each function of the exercise on small seeded inputs and
-compares the result with the reference tier: ``MLP.forward``/``backward``, ``fixes``,
-``jacobian``, with finite differences (``gradcheck.numerical_gradient``) for gradients and
-exact identities or fitted log-log slopes for the fixes. Each function gets one line: PASS,
-"not implemented yet", or what is wrong (the stage or the rule, the worst entry, yours and
-ours, and a hint). The exit status is 0 only when every function passes.
-
-A file that does not compile or import is reported in one line (exit status 2), never with
-a traceback: the grader runs the student's code, not its own.
+Each check calls the student's function ``fn`` (a remote call into the submission's child
+process, see ``runner``) on small seeded inputs and compares what comes back with the
+reference tier: ``MLP.forward``/``backward``, ``fixes``, ``jacobian``, with finite differences
+(``gradcheck.numerical_gradient``) for gradients and exact identities or fitted log-log slopes
+for the fixes. A wrong answer raises ``Wrong``: the stage or the rule, the worst entry, yours
+and ours, and a hint; an answer equal to one of the usual mistakes (``variants``) is named.
 """
 from __future__ import annotations
 
 import functools
-import re
-import reprlib
-import signal
-import sys
-import threading
-import traceback
-import types
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from . import data, fixes, jacobian, losses
-from .gradcheck import numerical_gradient, rel_error_map
-from .network import MLP
-from .setups import G_QUESTION, seed_setup, visible_setup
+from .. import data, fixes, jacobian, losses
+from ..gradcheck import numerical_gradient, rel_error_map
+from ..network import MLP
+from ..setups import G_QUESTION, seed_setup, visible_setup
+from .wire import Other
 
 #: The relative error (CS231n's) under which an array counts as right: the project's own
 #: gradient-check tolerance, far above float64 round-off and far below any real mistake.
 TOL = 1e-7
-
-#: Seconds a function's check may take (each takes well under one with a right answer): past
-#: it, an endless loop is reported as such (where the OS has interval timers: not on Windows).
-TIME_LIMIT = 60.0
-
-
-class TimedOut(BaseException):
-    """Raised into the student's code when its check runs past TIME_LIMIT: a BaseException, so
-    that an ``except Exception`` in their code does not swallow it."""
-
-
-@contextmanager
-def time_limit(seconds):
-    """Raise TimedOut in this thread once ``seconds`` have passed. A no-op where SIGALRM's
-    interval timer is missing, off the main thread (where signals cannot be handled), and
-    while another timer runs (a caller's own, or an outer time_limit: that one stays)."""
-    if (not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread()
-            or signal.getitimer(signal.ITIMER_REAL)[0] > 0):
-        yield
-        return
-
-    def expire(signum, frame):
-        raise TimedOut
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGALRM, signal.SIG_IGN)    # an alarm due now can no longer fire
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
 
 class Wrong(Exception):
     """What is wrong with one function's answer: the stage or rule, and a hint."""
@@ -89,20 +45,30 @@ def _number(x):
     return f"{x:+.6e}"
 
 
-def compare(stage, theirs, ours, hint="", tol=TOL, fd=None, scale=None):
+def _matches(theirs, ours, tol, scale):
+    errors = rel_error_map(theirs, ours) if scale is None else np.abs(theirs - ours) / scale
+    return errors
+
+
+def compare(stage, theirs, ours, hint="", tol=TOL, fd=None, scale=None, variants=()):
     """Raise Wrong unless ``theirs`` equals ``ours`` (the reference) to ``tol`` in relative error
     (entry by entry, CS231n's), or, given ``scale``, to ``tol * scale`` in absolute error.
 
     The message names the stage, the worst entry, yours and ours, and, when ``fd`` (finite
     differences) is given, its value there too: the reference is not taken on faith.
+    ``variants``: (what, array, hint) of the usual mistakes; an answer equal to one of them (to
+    the same tolerance) is told which mistake it is.
     """
     ours = np.asarray(ours, dtype=float)
     if theirs is None:
         raise Wrong(f"stage {stage}: your function returned None (a missing return?)", hint)
+    if isinstance(theirs, Other):
+        raise Wrong(f"stage {stage}: not an array of the expected shape {ours.shape}: got "
+                    f"{theirs.type_name}", hint)
     try:
         theirs = np.asarray(theirs, dtype=float)
     except (TypeError, ValueError):
-        raise Wrong(f"stage {stage}: expected an array of shape {ours.shape}, got "
+        raise Wrong(f"stage {stage}: not an array of the expected shape {ours.shape}: got "
                     f"{type(theirs).__name__}", hint) from None
     if theirs.shape != ours.shape:
         transposed = " (transposed?)" if theirs.shape == ours.shape[::-1] else ""
@@ -110,8 +76,15 @@ def compare(stage, theirs, ours, hint="", tol=TOL, fd=None, scale=None):
     if not np.all(np.isfinite(theirs)):
         index = tuple(int(i) for i in np.argwhere(~np.isfinite(theirs))[0])
         raise Wrong(f"stage {stage}: not finite at {index}: yours {theirs[index]}", hint)
-    errors = rel_error_map(theirs, ours) if scale is None else np.abs(theirs - ours) / scale
+    with np.errstate(all="ignore"):
+        errors = _matches(theirs, ours, tol, scale)
     if errors.size and errors.max() > tol:
+        for what, variant, variant_hint in variants:
+            variant = np.asarray(variant, dtype=float)
+            if variant.shape == ours.shape and not np.allclose(variant, ours, rtol=0, atol=0):
+                with np.errstate(all="ignore"):
+                    if _matches(theirs, variant, tol, scale).max() <= tol:
+                        raise Wrong(f"stage {stage}: yours is {what}", variant_hint or hint)
         index = tuple(int(i) for i in np.unravel_index(int(np.argmax(errors)), errors.shape))
         extra = "" if fd is None else f", finite differences {_number(np.asarray(fd)[index])}"
         kind = "relative error" if scale is None else f"error / {scale:.2g}"
@@ -119,8 +92,9 @@ def compare(stage, theirs, ours, hint="", tol=TOL, fd=None, scale=None):
                     f"ours {_number(ours[index])}{extra} ({kind} {errors[index]:.1e})", hint)
 
 
-def compare_dict(name, theirs, ours, hint="", tol=TOL, scale=None):
-    """Compare a dict like params key by key (a direction D), after checking its keys."""
+def compare_dict(name, theirs, ours, hint="", tol=TOL, scale=None, variants=()):
+    """Compare a dict like params key by key (a direction D), after checking its keys; an
+    answer equal, on every key, to one of the ``variants`` (what, dict, hint) is named."""
     if theirs is None:
         raise Wrong(f"{name}: your function returned None (a missing return?)", hint)
     if not isinstance(theirs, dict):
@@ -130,8 +104,18 @@ def compare_dict(name, theirs, ours, hint="", tol=TOL, scale=None):
         missing = [k for k in ours if k not in theirs]
         raise Wrong(f"{name}: expected the keys {list(ours)}, got {list(theirs)}"
                     + (f" (missing {missing})" if missing else ""), hint)
-    for key in ours:
-        compare(f"{name}[{key!r}]", theirs[key], ours[key], hint, tol, scale=scale)
+    try:
+        for key in ours:
+            compare(f"{name}[{key!r}]", theirs[key], ours[key], hint, tol, scale=scale)
+    except Wrong as wrong:
+        for what, variant, variant_hint in variants:
+            try:
+                for key in ours:
+                    compare(key, theirs[key], variant[key], tol=tol, scale=scale)
+            except Wrong:
+                continue
+            raise Wrong(f"{name}: yours is {what}", variant_hint or hint) from None
+        raise wrong
 
 
 def rule(ok, what, hint=""):
@@ -477,125 +461,19 @@ EXERCISES = {
 }
 
 
-class FileProblem(Exception):
-    """The student's file cannot be graded: one line says why."""
 
 
-def _where(exc, path):
-    """' (line N)' of the innermost frame in the student's file, if any."""
-    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
-    return f" (line {lines[-1]})" if lines else ""
+#: What a student may call from mlp_ref in each exercise: the template's imports and the network
+#: it is handed (a class brings its bases and methods). Every other public function of the
+#: package is a tripwire in the child: calling it from the student's code is reported.
+_NET = ["network.MLP", "network.Forward", "network.Backward"]
+ALLOWED = {
+    "01_layer_backward": [],
+    "02_masked_loss": _NET,
+    "03_freeze": _NET,
+    "04_projection": _NET + ["jacobian.flatten", "jacobian.unflatten"],
+    "05_restore": _NET + ["jacobian.flatten", "jacobian.unflatten", "jacobian.dense_rows"],
+}
 
-
-def load(path):
-    """The student's file as a module, or FileProblem with one line."""
-    path = Path(path)
-    try:
-        source = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise FileProblem(f"cannot read it ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise FileProblem(f"not UTF-8 text (byte {exc.start}): save it as UTF-8, as Python "
-                          f"files are") from None
-    try:
-        code = compile(source, str(path), "exec")
-    except SyntaxError as exc:
-        raise FileProblem(f"syntax error at line {exc.lineno}: {exc.msg}") from None
-    module = types.ModuleType(f"exercise_{re.sub(r'[^0-9A-Za-z_]', '_', path.stem)}")
-    module.__file__ = str(path)
-    try:
-        with time_limit(TIME_LIMIT):
-            exec(code, module.__dict__)
-    except TimedOut:
-        raise FileProblem(f"importing it took more than {TIME_LIMIT:g} s (an endless loop at the "
-                          f"top level?)") from None
-    except SystemExit as exc:       # exit() or sys.exit() in the file: nothing left to grade
-        raise FileProblem(f"importing it called exit ({_exit_what(exc)}){_where(exc, path)}: "
-                          f"remove it, the grader calls your functions") from None
-    except Exception as exc:                              # noqa: BLE001 - the student's code
-        raise FileProblem(f"importing it raised {type(exc).__name__}: {exc}"
-                          f"{_where(exc, path)}") from None
-    return module
-
-
-def _exit_what(exc):
-    """What a SystemExit says: exit(), exit(3), exit('message')."""
-    return "exit()" if exc.code is None else f"exit({exc.code!r})"
-
-
-def exercise_of(module, path):
-    """The exercise a file answers: its EXERCISE constant, or its name (01_layer_backward.py)."""
-    name = getattr(module, "EXERCISE", None)
-    if isinstance(name, str) and name in EXERCISES:       # a list or a dict is no exercise's name
-        return name
-    for known in EXERCISES:
-        if Path(path).stem.startswith(known):
-            return known
-    raise FileProblem(f"not one of the exercises: expected EXERCISE = one of {list(EXERCISES)}, "
-                      f"got {reprlib.repr(name)}")
-
-
-def grade(module, exercise, path=None):
-    """A Verdict per function of the exercise, in order."""
-    verdicts = []
-    for function, check in EXERCISES[exercise][1].items():
-        fn = getattr(module, function, None)
-        if not callable(fn):
-            verdicts.append(Verdict(function, "FAIL", f"missing: define {function}(...)"))
-            continue
-        try:
-            with time_limit(TIME_LIMIT):
-                check(fn)
-        except NotImplementedError:
-            verdicts.append(Verdict(function, "TODO", "not implemented yet"))
-        except Wrong as wrong:
-            verdicts.append(Verdict(function, "FAIL", wrong.what, wrong.hint))
-        except TimedOut:
-            verdicts.append(Verdict(function, "ERROR", f"still running after {TIME_LIMIT:g} s "
-                                    f"(an endless loop?): stopped"))
-        except SystemExit as exc:
-            verdicts.append(Verdict(function, "ERROR", f"called exit ({_exit_what(exc)})"
-                                    f"{_where(exc, path) if path else ''}: return a value instead"))
-        except Exception as exc:                          # noqa: BLE001 - the student's code
-            verdicts.append(Verdict(function, "ERROR", f"raised {type(exc).__name__}: {exc}"
-                                    f"{_where(exc, path) if path else ''}"))
-        else:
-            verdicts.append(Verdict(function, "PASS"))
-    return verdicts
-
-
-def report(verdicts, exercise, path):
-    """The verdicts as text, one line per function (and a hint line under a failure)."""
-    width = max(len(v.function) for v in verdicts) + 2
-    lines = [f"Exercise {exercise}: {EXERCISES[exercise][0]}   ({path})"]
-    for v in verdicts:
-        status = {"PASS": "PASS", "TODO": "not implemented yet"}.get(v.status, "FAIL")
-        text = status if v.status in ("PASS", "TODO") else f"FAIL  {v.what}"
-        lines.append(f"  {v.function:{width}}{text}")
-        if v.hint:
-            lines.append(f"  {'':{width}}hint: {v.hint}")
-    passed = sum(v.status == "PASS" for v in verdicts)
-    lines.append(f"{passed} of {len(verdicts)} functions pass."
-                 + (" All done." if passed == len(verdicts) else ""))
-    return "\n".join(lines)
-
-
-def main(path, out=None):
-    """Grade the file at ``path``; print the report; return the exit status (0: all pass,
-    1: a function fails or is not implemented yet, 2: the file cannot be graded, 130: stopped
-    by Ctrl-C)."""
-    out = sys.stdout if out is None else out
-    try:
-        try:
-            module = load(path)
-            exercise = exercise_of(module, path)
-        except FileProblem as problem:
-            print(f"check: {path}: {problem}", file=out)
-            return 2
-        with np.errstate(all="ignore"):                   # a student's overflow is a FAIL, not noise
-            verdicts = grade(module, exercise, Path(path))
-    except KeyboardInterrupt:
-        print(f"check: {path}: stopped (Ctrl-C)", file=out)
-        return 130
-    print(report(verdicts, exercise, path), file=out)
-    return 0 if all(v.status == "PASS" for v in verdicts) else 1
+#: "Predict, then run": per exercise, the constants a student fills in and their checks.
+PREDICTIONS = {}
