@@ -174,7 +174,18 @@ def check_sigmoid_backward(fn):
     x = z.copy()
     fd = numerical_gradient(lambda: da / (1.0 + np.exp(-x)), x)    # d/dz of sum(da * sigmoid(z))
     compare("dz", fn(da.copy(), z.copy()), da * s * (1 - s),
-            "dz = da * s * (1 - s) with s = sigmoid(z): the derivative at z, not at a", fd=fd)
+            "dz = da * s * (1 - s) with s = sigmoid(z): the derivative at z, not at a", fd=fd,
+            variants=sigmoid_variants(da, z, s))
+
+
+def sigmoid_variants(da, z, s):
+    """The usual wrong sigmoid derivatives, each with what it is and the fix."""
+    return [("da * s * (s - 1): the derivative negated", da * s * (s - 1),
+             "sigmoid'(z) = s (1 - s), positive everywhere: (1 - s), not (s - 1)"),
+            ("da * z * (1 - z): s (1 - s) with z in place of s = sigmoid(z)", da * z * (1 - z),
+             "the formula s (1 - s) takes the activation s = sigmoid(z), not z"),
+            ("s * (1 - s) without da", s * (1 - s) + 0 * da,
+             "the chain rule multiplies by the gradient arriving from above: da * s * (1 - s)")]
 
 
 def check_affine_backward(fn):
@@ -195,7 +206,11 @@ def check_affine_backward(fn):
              "da_prev": "da_prev = dz @ W.T, shape (n, d) like a_prev"}
     for name, theirs, ours, x in [("dW", got[0], ref["dW1"], Wx), ("db", got[1], ref["db1"], bx),
                                   ("da_prev", got[2], ref["da0"], ax)]:
-        compare(name, theirs, ours, hints[name], fd=numerical_gradient(loss, x))
+        n = len(a_prev)
+        variants = {"dW": [("a_prev.T @ dz / n: a mean, not a sum over the rows", ref["dW1"] / n, "")],
+                    "db": [("dz.mean(axis=0): a mean, not a sum over the rows", ref["db1"] / n, "")],
+                    "da_prev": [("-(dz @ W.T): the sign flipped", -ref["da0"], "")]}[name]
+        compare(name, theirs, ours, hints[name], fd=numerical_gradient(loss, x), variants=variants)
 
 
 def check_two_layer_backward(fn):
@@ -210,8 +225,11 @@ def check_two_layer_backward(fn):
     if missing:
         raise Wrong(f"stage {missing[0]}: missing (the dict has {list(got)})",
                     f"return every stage: {list(ref)}")
+    record = net.forward(X)
+    z1, s = record.z[1], record.a[1]
+    variants = {"dz1": sigmoid_variants(ref["da1"], z1, s)}
     for name in ref:                                      # in backward order: the first wrong one
-        compare(name, got[name], ref[name], STAGE_HINTS[name])
+        compare(name, got[name], ref[name], STAGE_HINTS[name], variants=variants.get(name, ()))
 
 
 # -- exercise 02: the masked loss and its G -----------------------------------------------------
@@ -223,13 +241,28 @@ def check_masked_mse(fn):
         if not isinstance(got, tuple) or len(got) != 2:
             raise Wrong(f"expected a tuple (loss, G), got {type(got).__name__}", "return loss, G")
         loss_ref, G_ref = losses.masked_mse(out, y, mask)
+        n, K = out.shape
+        m = np.broadcast_to(mask, out.shape)
+        r, r_twice = m * out - y, m * (out - y)
+        twice = ("the mask applied twice, to out and to y: the answer's loss2 masks the output "
+                 "only, mean((mask * out - y)^2)")
         compare("loss", got[0], loss_ref, "the mean of (mask * out - y)**2 over all n K entries "
-                "(the target is not masked)", tol=1e-12)
+                "(the target is not masked)", tol=1e-12,
+                variants=[("the sum over n, not the mean over n K", np.sum(r ** 2) / n,
+                           "np.mean over all n K entries"),
+                          ("mean((mask * (out - y))^2)", np.mean(r_twice ** 2), twice)])
         x = out.copy()
         fd = numerical_gradient(lambda: np.mean((mask * x - y) ** 2), x)
         G = np.asarray(got[1], dtype=float)
         compare("G", G, G_ref, "G = 2 mask (mask * out - y) / (n K): the chain rule through "
-                "mask * out brings a second factor mask", fd=fd)
+                "mask * out brings a second factor mask", fd=fd,
+                variants=[("2 mask (mask * out - y) / n: divided by n, not n K", G_ref * K,
+                           "the loss is a mean over all n K entries: divide by n K (out.size)"),
+                          ("2 (mask * out - y) / (n K), without the mask's factor", 2 * r / r.size,
+                           "the chain rule through mask * out brings a second factor mask"),
+                          ("-2 mask (mask * out - y) / (n K): the derivative negated", -G_ref,
+                           "d/dout of (mask out - y)^2 is + 2 mask (mask out - y)"),
+                          ("2 mask (mask * (out - y)) / (n K)", 2 * m * r_twice / r.size, twice)])
         zero = np.broadcast_to(mask, out.shape) == 0
         rule(np.all(G[zero] == 0.0), "where the mask is 0, G must be exactly 0.0",
              "multiply by the mask, do not rely on round-off")
@@ -249,7 +282,11 @@ def check_masked_direction(fn):
             rule(np.array_equal(G_given, G) and np.array_equal(mask_given, mask),
                  "G and mask must not change", "make a new array: mask * G")
             which = f"{mask.tolist()}" if mask.ndim == 1 else f"one 0/1 per entry, shape {mask.shape}"
-            compare_dict("D", D, expected, f"D = net.gradient(X, mask * G); here mask = {which}")
+            compare_dict("D", D, expected, f"D = net.gradient(X, mask * G); here mask = {which}",
+                         variants=[("the gradient of (1 - mask) * G: the mask inverted",
+                                    net.gradient(X, (1 - mask) * G), "0 hides an entry, 1 keeps it"),
+                                   ("the gradient of G: the mask not applied", net.gradient(X, G),
+                                    "multiply G by the mask before the backward pass")])
         naive = net.gradient(X, G_QUESTION)
         D = fn(net, X, G_QUESTION.copy(), np.array([0.0, 1.0]))
         rule(all(np.array_equal(D[k], naive[k]) for k in naive),
@@ -338,12 +375,38 @@ def check_jacobian_out1(fn):
                 fd=fd if name == "seed" else None)
 
 
-def _check_projection(fn, name_of_route):
+EPS = np.finfo(float).eps
+
+
+def _projection_variants(net, X, g):
+    """The usual wrong projections: the sign, and pinv of J1 J1^T (tutorial 05's warning)."""
+    J = jacobian.dense_rows(net, X, keep=[0])
+    gf = flat(g)
+    square = jacobian.unflatten(gf - J.T @ np.linalg.pinv(J @ J.T) @ (J @ gf), g)
+    cond = np.linalg.cond(J @ J.T)
+    return [("g + J1^+ J1 g: the projection's sign flipped",
+             jacobian.unflatten(gf + np.linalg.pinv(J) @ (J @ gf), g),
+             "D = g - J1^T alpha: subtract the part of g that moves out1"),
+            (f"g - J1^T pinv(J1 J1^T) J1 g: pinv of J1 J1^T squares J1's condition number "
+             f"(cond(J1 J1^T) = {cond:.1e} here), so it agrees only to about 1e-7", square,
+             "use np.linalg.pinv(J1) (J1^+ = J1^T (J1 J1^T)^+ from J1's SVD), as tutorial 05 warns")]
+
+
+def _check_projection(fn, name_of_route, dense):
     for name, net, X, scale_tol in _setups_04():
         g = net.gradient(X, G_QUESTION)
         ref = fixes.project(net, X, G_QUESTION)
         D = fn(net, X, G_QUESTION)
         J1 = jacobian.OutputJacobian(net, X, keep=[0])
+        variants = _projection_variants(net, X, g) if name == "seed" else []
+        if dense:
+            # pinv(J1) is backward stable: its error is about eps cond(J1) relative to |g|
+            # (1e-10 on the seed network, cond(J1) = 5e5); 100 times that is the bound, far
+            # below the 1e-7 of the route that squares cond(J1) through J1 J1^T
+            scale_tol = 100 * EPS * np.linalg.cond(jacobian.dense_rows(net, X, keep=[0]))
+        if isinstance(D, dict) and set(D) == set(ref) and variants:
+            compare_dict(f"D ({name})", D, ref, f"the {name_of_route}", tol=scale_tol,
+                         scale=max_abs(flat(g)), variants=variants if dense else variants[:1])
         if isinstance(D, dict) and list(D) == list(ref):
             J1D, J1g = J1.matvec({k: np.asarray(v, dtype=float) for k, v in D.items()}), J1.matvec(g)
             rule(max_abs(J1D) <= 1e3 * scale_tol * max_abs(J1g),
@@ -362,20 +425,35 @@ def _check_projection(fn, name_of_route):
 
 
 def check_project_dense(fn):
-    _check_projection(fn, "dense projection, g - pinv(J1) @ (J1 @ g)")
+    _check_projection(fn, "dense projection, g - pinv(J1) @ (J1 @ g)", dense=True)
 
 
 def check_gram_out1(fn):
     for name, net, X, _ in _setups_04():
         J = jacobian.dense_rows(net, X, keep=[0])
+        record = net.forward(X)
+        A = {l: record.a[l - 1] for l in range(1, net.depth + 1)}
+        S = {l: J[:, _columns(net, f"b{l}")] for l in A}        # d out1 / d b_l = the signal
+        no_one = sum((S[l] @ S[l].T) * (A[l] @ A[l].T) for l in A)
         compare(f"gram ({name})", fn(net, X), jacobian.OutputJacobian(net, X, keep=[0]).gram(),
                 "sum over layers of (S @ S.T) * (A @ A.T + 1), elementwise '*'", tol=1e-9,
-                fd=J @ J.T)
+                fd=J @ J.T, variants=[("sum over layers of (S S^T) * (A A^T): the bias's 1 is "
+                                       "missing", no_one, "each layer's share is (S S^T) * (A A^T + 1)")])
+
+
+def _columns(net, key):
+    """The columns of jacobian.flatten's order that hold the parameter ``key``."""
+    start = 0
+    for k, v in net.params.items():
+        if k == key:
+            return slice(start, start + v.size)
+        start += v.size
+    raise KeyError(key)
 
 
 def check_project_gram(fn):
     _check_projection(fn, "Gram route: J1 g from the signals, alpha from the Gram, "
-                          "J1^T alpha = net.gradient(X, [alpha, 0])")
+                          "J1^T alpha = net.gradient(X, [alpha, 0])", dense=False)
 
 
 # -- exercise 05: the restoring step -----------------------------------------------------------
@@ -396,10 +474,13 @@ def check_restore_step(fn):
          "net.step(D, 1.0) changes net; a copy would not")
     compare("residual returned", got if got is not None else np.nan, r0,
             "return max |out1(X) - ref| measured before the step", tol=1e-12)
+    uphill = {k: 2 * start.params[k] - expected.params[k] for k in net.params}
     for key in net.params:
         compare(key, net.params[key], expected.params[key],
                 "theta <- theta - J1^T (J1 J1^T)^+ (out1 - ref): mind the sign and the transpose",
-                tol=1e-7)
+                tol=1e-7, variants=[("theta + J1^T (J1 J1^T)^+ (out1 - ref): a step uphill, the "
+                                     "residual's sign flipped", uphill[key],
+                                     "r = out1(X) - ref, and net.step(D, 1.0) subtracts D")])
     r1 = max_abs(net(X)[:, 0] - ref)
     rule(r1 <= 10 * r0 ** 2, f"the residual must square (Gauss-Newton): {r0:.1e} -> {r1:.1e}", "")
 

@@ -234,7 +234,7 @@ class Submission:
         try:
             with np.errstate(all="ignore"):
                 answer = {"result": fn(*args, **message["kwargs"])}
-        except Exception as exc:                  # noqa: BLE001 - the student's code
+        except (Exception, SystemExit) as exc:    # noqa: BLE001 - the student's code
             answer = child.raised(exc, self.path)
         answer["after"] = [{"params": a.params} if hasattr(a, "params") else a for a in args]
         return wire.decode(wire.encode(answer))
@@ -257,8 +257,10 @@ def _answer_problem(reply):
     if type(kind) is str and type(message) is str:
         stage, hint = reply.get("stage"), reply.get("hint")
         stage = f"stage {stage}: " if type(stage) is str and stage else ""
-        raise StudentProblem("ERROR", f"{stage}raised {kind}: {message}{where}",
-                             hint if type(hint) is str else "")
+        hint = hint if type(hint) is str else ""
+        if hint:                                  # the shapes say more than numpy's message
+            raise StudentProblem("ERROR", f"{stage}raised {kind}{where}", hint)
+        raise StudentProblem("ERROR", f"{stage}raised {kind}: {message}{where}")
     raise StudentProblem("ERROR", "the process sent something that is not an answer")
 
 
