@@ -85,7 +85,12 @@ def read_source(path):
         raise FileProblem(f"cannot read it ({exc.strerror or exc})") from None
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-    except SyntaxError as exc:
+    except SyntaxError as exc:                    # bytes that are not UTF-8, or a bad coding line
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise FileProblem(f"not UTF-8 text (byte {bad.start}): save it as UTF-8, as Python "
+                              f"files are") from None
         raise FileProblem(f"its coding line names no encoding Python knows ({exc.msg})") from None
     try:
         text = raw.decode(encoding)
@@ -96,13 +101,18 @@ def read_source(path):
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def exercise_of(source, path):
+def exercise_of(source, path, syntax_first=False):
     """The exercise a file answers: its ``EXERCISE = "..."`` constant (read from the code, not
-    run), or its name (01_layer_backward.py, 01_layer_backward_alice.py)."""
+    run), or its name (01_layer_backward.py, 01_layer_backward_alice.py). ``syntax_first``: a
+    file that does not parse says so (the child would say it too, of a file it can grade)."""
     name = None
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except SyntaxError as exc:
+        if syntax_first:
+            raise FileProblem(f"syntax error at line {exc.lineno}: {exc.msg}") from None
+        tree = None
+    except (ValueError, RecursionError, MemoryError):
         tree = None
     for node in getattr(tree, "body", []):
         if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "EXERCISE"
@@ -134,7 +144,7 @@ def grade_file(path, time_limit=TIME_LIMIT, memory_limit=MEMORY_LIMIT, isolate=T
     result = Result(str(path))
     try:
         source = read_source(path)
-        result.exercise = exercise_of(source, path)
+        result.exercise = exercise_of(source, path, syntax_first=True)
     except FileProblem as problem:
         result.problem = str(problem)
         return result

@@ -102,10 +102,11 @@ class Submission:
                    "allowed": self.allowed, "functions": self.functions,
                    "answers": self.answer_names, "cpu_seconds": cpu,
                    "memory_bytes": self.memory_limit, "keep_out": self.keep_out}
-        deadline = time.monotonic() + self.time_limit + 10       # + the child's own imports
         try:
-            wire.send(self.to_child, request, deadline)
-            reply = wire.receive(self.from_child, deadline)
+            # the child's own start (Python, NumPy, the package) is not the student's time
+            wire.send(self.to_child, request, time.monotonic() + 60)
+            wire.receive(self.from_child, time.monotonic() + 60)
+            reply = wire.receive(self.from_child, time.monotonic() + self.time_limit)
         except wire.TimedOut:
             self.stop()
             raise StudentProblem("FILE", f"importing it took more than {self.time_limit:g} s "
@@ -260,7 +261,7 @@ def _answer_problem(reply):
         hint = hint if type(hint) is str else ""
         if hint:                                  # the shapes say more than numpy's message
             raise StudentProblem("ERROR", f"{stage}raised {kind}{where}", hint)
-        raise StudentProblem("ERROR", f"{stage}raised {kind}: {message}{where}")
+        raise StudentProblem("ERROR", f"{stage}raised {kind}{': ' + message if message else ''}{where}")
     raise StudentProblem("ERROR", "the process sent something that is not an answer")
 
 

@@ -105,8 +105,8 @@ def encode(obj):
 
 def _type_name(x):
     t = type(x)
-    module = getattr(t, "__module__", "") or ""
-    return t.__qualname__ if module in ("builtins", "") else f"{module}.{t.__qualname__}"
+    bases = [b.__name__ for b in t.__mro__[1:] if b.__module__ == "numpy"]
+    return t.__qualname__ + (f" (a subclass of numpy's {bases[0]})" if bases else "")
 
 
 def decode(data):
