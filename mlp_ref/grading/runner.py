@@ -135,6 +135,10 @@ class Submission:
         if problem:
             raise StudentProblem("FILE", problem["problem"])
         self.module = module
+        self.originals = {n: getattr(module, n, None) for n in self.functions}
+        for n, f in self.originals.items():      # calls between the exercise's own functions
+            if callable(f):
+                setattr(module, n, child._recording(n, f))
         return self._loaded(wire.decode(wire.encode({
             "functions": [n for n in self.functions if callable(getattr(module, n, None))],
             "answers": {n: getattr(module, n, None) for n in self.answer_names}})))
@@ -229,7 +233,8 @@ class Submission:
 
     def _here(self, message):
         from . import child
-        fn = getattr(self.module, message["function"])
+        fn = self.originals[message["function"]]
+        child.CALLED.clear()
         args = [wire.build_net(a) if type(a) is wire.NetSpec else a
                 for a in wire.decode(wire.encode(message["args"]))]
         try:
@@ -238,6 +243,7 @@ class Submission:
         except (Exception, SystemExit) as exc:    # noqa: BLE001 - the student's code
             answer = child.raised(exc, self.path)
         answer["after"] = [{"params": a.params} if hasattr(a, "params") else a for a in args]
+        answer["calls"] = sorted(child.CALLED - {message["function"]})
         return wire.decode(wire.encode(answer))
 
 

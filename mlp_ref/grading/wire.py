@@ -106,7 +106,7 @@ def encode(obj):
 def _type_name(x):
     t = type(x)
     bases = [b.__name__ for b in t.__mro__[1:] if b.__module__ == "numpy"]
-    return t.__qualname__ + (f" (a subclass of numpy's {bases[0]})" if bases else "")
+    return t.__name__ + (f" (a subclass of numpy's {bases[0]})" if bases else "")
 
 
 def decode(data):
