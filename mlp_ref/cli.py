@@ -216,7 +216,7 @@ def build_parser():
                    help="also write the results as JSON into PATH (--json alone: the package's "
                         "projection_cost.json, which the figures and the README read)")
     p = sub.add_parser("check", help=COMMANDS["check"][1])
-    p.add_argument("files", type=path, nargs="+", metavar="FILE_OR_DIR",
+    p.add_argument("files", type=path, nargs="+", metavar="file",
                    help="exercise files, or folders of them (a class's submissions)")
     p.add_argument("--gradebook", metavar="CSV", type=path,
                    help="write one row per file: file, exercise, passed, total, a column per function")

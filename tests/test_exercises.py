@@ -86,20 +86,23 @@ BROKEN = {
     "bias gradient not summed over rows": ("01_layer_backward", "db = dz.sum(axis=0)",
                                            "db = dz.sum(axis=1)", "stage db: shape (6,), expected (4,)"),
     "G without the mask's factor": ("02_masked_loss", "2.0 * mask * r / r.size", "2.0 * r / r.size",
-                                    "masked_mse        FAIL  stage G: yours is 2 (mask * out - y) / (n K), without the mask's factor"),
+                                    "masked_mse        FAIL  stage G: yours is 2 (mask * out - y) / (n K), "
+                                    "without the mask's factor"),
     "the mask on the wrong column": ("02_masked_loss", "np.asarray(mask) * np.asarray(G)",
                                      "(1 - np.asarray(mask)) * np.asarray(G)",
-                                     "masked_direction  FAIL  D: yours is the gradient of (1 - mask) * G: the mask inverted"),
+                                     "masked_direction  FAIL  D: yours is the gradient of (1 - mask) * G: "
+                                     "the mask inverted"),
     "var_list ignored": ("03_freeze", "(v if k in trainable else np.zeros_like(v))", "v",
                          "freeze    FAIL  stage D['W1']"),
     "out1's bias left trainable": ("03_freeze", '    D[f"b{L}"][hold] = 0.0\n', "",
                                    "own_head  FAIL  stage D['b2']"),
     "projection with the wrong sign": ("04_projection", "g - np.linalg.pinv(J1) @ (J1 @ g)",
                                        "g + np.linalg.pinv(J1) @ (J1 @ g)",
-                                       "project_dense  FAIL  D (seed): yours is g + J1^+ J1 g: the projection's sign flipped"),
+                                       "project_dense  FAIL  D (seed): yours is g + J1^+ J1 g: the "
+                                       "projection's sign flipped"),
     "Gram without the bias's 1": ("04_projection", "(A[l] @ A[l].T + 1.0)", "(A[l] @ A[l].T)",
-                                  "gram_out1      FAIL  stage gram (seed): yours is sum over layers of (S S^T) * (A A^T): the "
-                                  "bias's 1 is missing"),
+                                  "gram_out1      FAIL  stage gram (seed): yours is sum over layers of "
+                                  "(S S^T) * (A A^T): the bias's 1 is missing"),
     "J1 alpha instead of J1^T alpha": ("04_projection", "G_alpha[:, 0] = alpha", "G_alpha[:, 1] = alpha",
                                        "project_gram   FAIL  rule: J1 D must be 0 (seed network)"),
     "restoring uphill": ("05_restore", "unflatten(np.linalg.pinv(J1) @ r", "unflatten(-np.linalg.pinv(J1) @ r",

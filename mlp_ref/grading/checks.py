@@ -24,6 +24,7 @@ from .wire import Other
 #: gradient-check tolerance, far above float64 round-off and far below any real mistake.
 TOL = 1e-7
 
+
 class Wrong(Exception):
     """What is wrong with one function's answer: the stage or rule, and a hint."""
 
@@ -543,8 +544,6 @@ EXERCISES = {
     "05_restore": ("the restoring step", {
         "restore_step": check_restore_step, "restore": check_restore}),
 }
-
-
 
 
 #: What a student may call from mlp_ref in each exercise: the template's imports and the network

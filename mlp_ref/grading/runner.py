@@ -23,7 +23,9 @@ import time
 
 import numpy as np
 
-from . import wire
+from ..network import MLP
+from . import child, wire
+from .checks import Wrong
 
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -92,7 +94,7 @@ class Submission:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mlp_ref.grading.child", str(from_parent), str(to_parent)],
             pass_fds=(from_parent, to_parent), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=None if os.environ.get("MLP_REF_CHECK_DEBUG") else subprocess.DEVNULL, cwd=self.folder, env=env, start_new_session=True)
+            stderr=subprocess.DEVNULL, cwd=self.folder, env=env, start_new_session=True)
         os.close(from_parent)
         os.close(to_parent)
         self.to_child, self.from_child = to_child, from_child
@@ -130,7 +132,6 @@ class Submission:
         return [f for f in functions if f in self.functions], answers
 
     def _load_here(self):
-        from . import child                       # the same loading, in this process (tests)
         module, problem = child.load({"path": self.path, "source": self.source, "folder": None})
         if problem:
             raise StudentProblem("FILE", problem["problem"])
@@ -138,7 +139,7 @@ class Submission:
         self.originals = {n: getattr(module, n, None) for n in self.functions}
         for n, f in self.originals.items():      # calls between the exercise's own functions
             if callable(f):
-                setattr(module, n, child._recording(n, f))
+                setattr(module, n, child.recording(n, f))
         return self._loaded(wire.decode(wire.encode({
             "functions": [n for n in self.functions if callable(getattr(module, n, None))],
             "answers": {n: getattr(module, n, None) for n in self.answer_names}})))
@@ -186,7 +187,6 @@ class Submission:
     def call(self, name, args, kwargs):
         """``name(*args, **kwargs)`` in the child: its result as plain data, the arguments
         updated as the function left them, or StudentProblem."""
-        from ..network import MLP
         sent = [wire.net_spec(a) if isinstance(a, MLP) else a for a in args]
         message = {"function": name, "args": sent, "kwargs": kwargs}
         if self.isolate:
@@ -232,7 +232,6 @@ class Submission:
         return reply
 
     def _here(self, message):
-        from . import child
         fn = self.originals[message["function"]]
         child.CALLED.clear()
         args = [wire.build_net(a) if type(a) is wire.NetSpec else a
@@ -274,8 +273,6 @@ def _answer_problem(reply):
 def _copy_back(given, left):
     """Make the grader's argument what the student's function left of it (a check may ask
     whether it changed); a changed shape or a network with other keys is a failure."""
-    from ..network import MLP
-    from .checks import Wrong
     if isinstance(given, MLP):
         params = left.get("params") if type(left) is dict else None
         if (type(params) is not dict or set(params) != set(given.params)

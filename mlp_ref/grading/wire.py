@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..network import MLP
+
 #: The largest frame the grader reads (bytes): answers are small arrays; a child that sends
 #: more is refused before its bytes are held in memory.
 MAX_FRAME = 64 * 2 ** 20
@@ -56,7 +58,6 @@ def net_spec(net):
 
 def build_net(spec):
     """The MLP a NetSpec describes (the child's copy of the grader's network)."""
-    from ..network import MLP
     acts = spec.activations
     net = MLP(spec.sizes, hidden=acts[:-1] if len(acts) > 1 else "sigmoid", output=acts[-1],
               dtype=np.dtype(spec.dtype).type)
