@@ -2,6 +2,7 @@
 and a solution with one deliberate bug fails, naming the stage or rule the bug breaks."""
 import ast
 import io
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,11 +26,33 @@ def check(path):
     return status, out.getvalue()
 
 
-def test_five_exercises_in_the_order_of_the_tutorials():
+def test_ten_exercises_in_the_order_of_the_tutorials():
     names = [p.stem for p in BLANKS]
     assert names == ["01_layer_backward", "02_masked_loss", "03_freeze", "04_projection",
-                     "05_restore"] == list(grading.EXERCISES)
+                     "05_restore", "06_tangent_kernel", "07_gram_trick", "08_span_projection",
+                     "09_adam_projection", "10_memory_project"] == list(grading.EXERCISES)
     assert [p.name for p in SOLUTIONS] == [p.name for p in BLANKS]
+    after = [int(re.search(r"\(after tutorial (\d\d)", p.read_text()).group(1)) for p in BLANKS]
+    assert after == sorted(after[:5]) + after[5:] and set(after) >= {1, 2, 3, 4, 5, 7, 8}
+    for blank in BLANKS:                          # a header with the expected time
+        assert re.search(r"\nExpected time: \d+ minutes\.\n", blank.read_text()), blank.name
+
+
+def _predictions(path):
+    tree = ast.parse(path.read_text())
+    return {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+            for t in node.targets if isinstance(t, ast.Name) and t.id.startswith("PREDICT_")}
+
+
+@pytest.mark.parametrize("blank", BLANKS, ids=lambda p: p.stem)
+def test_each_exercise_asks_for_predictions_the_grader_checks(blank):
+    """Two "predict, then run" constants per exercise (one for 05, which shares tutorial 05 with
+    04 and 07): None in the blank, filled in the solution, each with a check."""
+    asked, solved = _predictions(blank), _predictions(EXERCISES / "solutions" / blank.name)
+    assert list(asked) == list(solved) == list(grading.PREDICTIONS[blank.stem])
+    assert len(asked) == (1 if blank.stem == "05_restore" else 2)
+    assert all(isinstance(v, ast.Constant) and v.value is None for v in asked.values())
+    assert all(isinstance(v, ast.Constant) and v.value is not None for v in solved.values())
 
 
 def _functions(path):
@@ -64,8 +87,11 @@ def test_every_solution_passes(solution):
     functions = grading.EXERCISES[solution.stem][1]
     for name in functions:
         assert f"  {name} " in out
-    assert out.count("PASS") == len(functions) and "FAIL" not in out
-    assert f"{len(functions)} of {len(functions)} functions pass. All done." in out
+    predictions = grading.PREDICTIONS[solution.stem]
+    assert out.count("PASS") == len(functions) + len(predictions) and "FAIL" not in out
+    n = len(functions)
+    assert f"{n} of {n} {'functions' if n > 1 else 'function'} pass. {len(predictions)} of " \
+           f"{len(predictions)} predictions right. All done." in out
 
 
 @pytest.mark.parametrize("blank", BLANKS, ids=lambda p: p.stem)
@@ -74,8 +100,10 @@ def test_a_blank_file_is_not_implemented_yet(blank):
     functions = grading.EXERCISES[blank.stem][1]
     assert status == 1
     assert out.count("not implemented yet") == len(functions)
+    assert out.count("not answered yet") == len(grading.PREDICTIONS[blank.stem])
     assert "Traceback" not in out and "FAIL" not in out and "PASS" not in out
-    assert f"0 of {len(functions)} functions pass." in out
+    n = len(functions)
+    assert f"0 of {n} {'functions' if n > 1 else 'function'} pass." in out
 
 
 #: One deliberate bug per exercise (more for some): the solution's line, the bug, and what the

@@ -51,18 +51,24 @@ class FileProblem(Exception):
 class Result:
     path: str
     exercise: str = ""
-    verdicts: list = field(default_factory=list)
+    verdicts: list = field(default_factory=list)         # one per function
+    predictions: list = field(default_factory=list)      # one per "predict, then run" constant
     problem: str = ""
 
     @property
     def passed(self):
-        return sum(v.status == "PASS" for v in self.verdicts)
+        """Functions that pass and predictions that are right."""
+        return sum(v.status == "PASS" for v in self.verdicts + self.predictions)
+
+    @property
+    def total(self):
+        return len(self.verdicts) + len(self.predictions)
 
     @property
     def status(self):
         if self.problem:
             return 2
-        return 0 if all(v.status == "PASS" for v in self.verdicts) else 1
+        return 0 if self.passed == self.total else 1
 
 
 def read_source(path):
@@ -167,7 +173,7 @@ def grade_file(path, time_limit=TIME_LIMIT, memory_limit=MEMORY_LIMIT, isolate=T
             result.verdicts.append(_verdict(function, check, submission))
             calls[function] = submission.calls
         for name, check in predictions.items():
-            result.verdicts.append(_prediction(name, check, answers.get(name)))
+            result.predictions.append(_prediction(name, check, answers.get(name)))
     finally:
         submission.stop()
     _blame_callees(result.verdicts, calls)
@@ -214,25 +220,36 @@ def report(result):
     """A Result as text: one line per function (and a hint line under a failure)."""
     if result.problem:
         return f"check: {result.path}: {result.problem}"
-    verdicts = result.verdicts
-    width = max(len(v.function) for v in verdicts) + 2
     lines = [f"Exercise {result.exercise}: {EXERCISES[result.exercise][0]}   ({result.path})"]
+    lines += _lines(result.verdicts)
+    functions = sum(v.status == "PASS" for v in result.verdicts)
+    total = len(result.verdicts)
+    tail = [f"{functions} of {total} {'functions' if total > 1 else 'function'} pass."]
+    if result.predictions:
+        lines.append("  predict, then run:")
+        lines += _lines(result.predictions, indent="    ")
+        right = sum(v.status == "PASS" for v in result.predictions)
+        tail.append(f"{right} of {len(result.predictions)} predictions right.")
+    lines.append(" ".join(tail) + (" All done." if result.status == 0 else ""))
+    return "\n".join(lines)
+
+
+def _lines(verdicts, indent="  "):
+    width = max(len(v.function) for v in verdicts) + 2
+    lines = []
     for v in verdicts:
         text = {"PASS": "PASS", "TODO": v.what or "not implemented yet"}.get(v.status, f"FAIL  {v.what}")
-        lines.append(f"  {v.function:{width}}{text}")
+        lines.append(f"{indent}{v.function:{width}}{text}")
         if v.hint:
-            lines.append(f"  {'':{width}}hint: {v.hint}")
-    total = len(verdicts)
-    lines.append(f"{result.passed} of {total} {'functions' if total > 1 else 'function'} pass."
-                 + (" All done." if result.passed == total else ""))
-    return "\n".join(lines)
+            lines.append(f"{indent}{'':{width}}hint: {v.hint}")
+    return lines
 
 
 def summary(result):
     """One line: the file, its exercise, how many pass (or its problem)."""
     if result.problem:
         return f"{result.path}: cannot be graded: {result.problem}"
-    return f"{result.path}: {result.exercise}: {result.passed} of {len(result.verdicts)} pass"
+    return f"{result.path}: {result.exercise}: {result.passed} of {result.total} pass"
 
 
 def submissions(paths):
@@ -276,8 +293,8 @@ def write_gradebook(results, path):
         writer = csv.writer(f)
         writer.writerow(["file", "exercise", "passed", "total", *columns, "note"])
         for r in results:
-            status = {v.function: v.status for v in r.verdicts}
-            writer.writerow([r.path, r.exercise, r.passed, len(r.verdicts) if not r.problem else 0,
+            status = {v.function: v.status for v in r.verdicts + r.predictions}
+            writer.writerow([r.path, r.exercise, r.passed, r.total,
                              *[status.get(c, "") for c in columns], r.problem])
 
 

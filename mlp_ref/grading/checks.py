@@ -529,6 +529,357 @@ def check_restore(fn):
          "measure the residual first; step only while it is > tol")
 
 
+# -- exercise 06: the cross-output tangent kernel ---------------------------------------------
+def check_jacobian_rows(fn):
+    for name, net, X, _ in _setups_04():
+        for k in (0, 1):
+            compare(f"J{k + 1} ({name})", fn(net, X, k), jacobian.dense_rows(net, X, keep=[k]),
+                    f"row i = jacobian.flatten(net.gradient(X[i:i+1], e_k)), e_k = 1 at column {k}")
+
+
+def check_cross_kernel(fn):
+    for name, net, X, _ in _setups_04():
+        J1, J2 = (jacobian.dense_rows(net, X, keep=[k]) for k in (0, 1))
+        compare(f"K12 ({name})", fn(net, X), jacobian.tangent_kernel_by_layer(net, X)["total"],
+                "K12 = J1 @ J2.T, (n, n)", tol=1e-9, fd=J1 @ J2.T,
+                variants=[("J1 @ J1.T, out1's own kernel K11", J1 @ J1.T, "the second factor is J2")])
+
+
+def check_kernel_by_layer(fn):
+    for name, net, X, _ in _setups_04():
+        ref = jacobian.tangent_kernel_by_layer(net, X)
+        got = fn(net, X)
+        if not isinstance(got, dict):
+            raise Wrong(f"expected a dict layer -> (n, n) and 'total', got {_kind(got)}",
+                        "return {1: share_1, ..., L: share_L, 'total': their sum}")
+        missing = [k for k in ref if k not in got]
+        if missing:
+            raise Wrong(f"missing the key {missing[0]!r} (the dict has {list(got)[:6]})",
+                        "one entry per layer l = 1 .. L (ints), and 'total'")
+        L = net.depth
+        # round-off is relative to the largest share, not to each entry (a share's entries
+        # cancel to far below it)
+        scale = max(max_abs(ref[key]) for key in ref)
+        for key in ref:
+            compare(f"share {key!r} ({name})", got[key], ref[key],
+                    "(S1_l @ S2_l.T) * (A_l @ A_l.T + 1), elementwise '*'", tol=1e-9, scale=scale)
+        out = np.asarray(got[L], dtype=float)
+        rule(np.all(out == 0.0), f"the output layer's share must be exactly 0.0 ({name}): max |entry| "
+             f"{max_abs(out):.1e}", "out1 and out2 have disjoint output weights: S1_L S2_L^T = 0")
+
+
+def _slope(lrs, drift):
+    return float(np.polyfit(np.log(lrs), np.log(drift), 1)[0]) if min(drift) > 0 else 0.0
+
+
+def _naive_drift_order():
+    net, X, _ = visible()
+    lrs = np.logspace(-5, -3, 5)
+    g = net.gradient(X, G_QUESTION)
+    return _slope(lrs, [max_abs(net.copy().step(g, lr)(X)[:, 0] - net(X)[:, 0]) for lr in lrs])
+
+
+# -- exercise 07: J1 D and J1^T alpha from per-layer factors -----------------------------------
+def _random_direction(net, seed_):
+    rng = _rng(seed_)
+    return {k: rng.normal(size=v.shape) for k, v in net.params.items()}
+
+
+def check_jvp_out1(fn):
+    for name, net, X, _ in _setups_04():
+        D = _random_direction(net, 7)
+        J = jacobian.dense_rows(net, X, keep=[0])
+        before = {k: v.copy() for k, v in net.params.items()}
+        got = fn(net, X, {k: v.copy() for k, v in D.items()})
+        rule(_unchanged(net, before), "net must not change", "read the parameters; do not step")
+        compare(f"J1 D ({name})", got, J @ flat(D), "row i = sum over l of S_l[i] . (A_l[i] @ D_W_l "
+                "+ D_b_l)", tol=1e-9, scale=max_abs(np.abs(J) @ np.abs(flat(D))))
+
+
+def check_vjp_out1(fn):
+    for name, net, X, _ in _setups_04():
+        alpha = _rng(8).normal(size=len(X))
+        J = jacobian.dense_rows(net, X, keep=[0])
+        ref = jacobian.unflatten(J.T @ alpha, net.params)
+        transposed = {k: v for k, v in ref.items()}
+        compare_dict(f"J1^T alpha ({name})", fn(net, X, alpha.copy()), ref,
+                     "W_l: A_l.T @ (alpha[:, None] * S_l); b_l: (alpha[:, None] * S_l).sum(axis=0)",
+                     tol=1e-9, scale=max_abs(np.abs(J.T) @ np.abs(alpha)),
+                     variants=[("J1^T alpha with the bias's sum left out", {
+                         k: (v if k.startswith("W") else np.zeros_like(v)) for k, v in transposed.items()},
+                                "b_l is the column sum of alpha[:, None] * S_l")])
+
+
+# -- exercise 08: span projection --------------------------------------------------------------
+def _span_setup():
+    """The visible network; new inputs (64 unseen rows) and a memory of 4 of its batch's rows."""
+    net, X, _ = visible()
+    return net, data.probe_inputs()[:64], X[:4]
+
+
+def check_span_project(fn):
+    net, X, memory = _span_setup()
+    for G in (G_QUESTION, losses.mse(net(X), np.zeros((len(X), 2)))[1]):
+        ref = fixes.span_project(net, X, G, keep=[0], keep_X=memory)
+        g = net.gradient(X, G)
+        D = fn(net, X, np.array(G, copy=True), memory.copy())
+        compare_dict("D", D, ref, "per layer U - pinv(A~) @ (A~ @ U); in the output layer column 0 "
+                     "only", tol=1e-9, scale=max_abs(flat(g)),
+                     variants=[("every output column projected in the output layer", {
+                         **ref, f"W{net.depth}": _project_cols(net, g, memory)[0],
+                         f"b{net.depth}": _project_cols(net, g, memory)[1]},
+                                "out2's own weights (column 1 of W_L, b_L) keep their gradient")])
+        step = net.copy().step(D, 1.0)
+        drift = max_abs(step(memory)[:, 0] - net(memory)[:, 0])
+        rule(drift <= 1e-9 * max(1.0, max_abs(net(memory)[:, 0])), f"out1 on the memory must not "
+             f"move at lr 1.0: it moved {drift:.1e}", "A~_l @ U = 0 in every layer")
+
+
+def _project_cols(net, g, memory):
+    record = net.forward(memory)
+    L = net.depth
+    A = np.hstack([record.a[L - 1], np.ones((len(memory), 1))])
+    U = np.vstack([g[f"W{L}"], g[f"b{L}"][None, :]])
+    U = U - np.linalg.pinv(A) @ (A @ U)
+    return U[:-1], U[-1]
+
+
+def check_frozen_layers(fn):
+    net, X_visible, _ = visible()
+    probe = data.probe_inputs()
+    for memory in (X_visible[:2], X_visible, probe[:32]):
+        record = net.forward(memory)
+        ref = [l for l in range(1, net.depth) if np.linalg.matrix_rank(np.hstack(
+            [record.a[l - 1], np.ones((len(memory), 1))])) == net.sizes[l - 1] + 1]
+        got = fn(net, memory.copy())
+        try:
+            got = [int(x) for x in got]
+        except (TypeError, ValueError):
+            raise Wrong(f"expected a list of layer numbers, got {_kind(got)}", "return [1], [1, 2] or []") \
+                from None
+        rule(sorted(got) == ref, f"with a memory of {len(memory)} rows the frozen hidden layers are "
+             f"{ref}, yours {sorted(got)}", "a layer freezes when rank(A~_l) = n_(l-1) + 1; the output "
+             "layer never counts")
+
+
+def _span_on_the_batch():
+    """"freeze" when span projection with the batch as memory equals the output-layer freeze."""
+    net, X, _ = visible()
+    D = fixes.span_project(net, X, G_QUESTION, keep=[0], keep_X=X)
+    F = fixes.freeze(net, X, G_QUESTION, trainable=net.output_keys)
+    same = all(max_abs(D[k] - F[k]) <= 1e-9 * max(max_abs(flat(F)), 1e-300) for k in D)
+    return "freeze" if same else "project"
+
+
+def _span_drift_at_lr_1():
+    net, X, memory = _span_setup()
+    D = fixes.span_project(net, X, G_QUESTION, keep=[0], keep_X=memory)
+    return max_abs(net.copy().step(D, 1.0)(memory)[:, 0] - net(memory)[:, 0])
+
+
+# -- exercise 09: Adam's update, projected ------------------------------------------------------
+def check_adam_update(fn):
+    from ..optim import Adam
+    net, X, Y = visible()
+    rng = _rng(9)
+    opt = Adam(lr=1e-3)
+    m = {k: np.zeros_like(v) for k, v in net.params.items()}
+    v = {k: np.zeros_like(v) for k, v in net.params.items()}
+    for t in (1, 2, 3):
+        D = {k: rng.normal(size=p.shape) * 10.0 ** (t - 2) for k, p in net.params.items()}
+        ref = opt.update(D)
+        got = fn({k: x.copy() for k, x in D.items()}, m, v, t, 1e-3)
+        if not isinstance(got, tuple) or len(got) != 3:
+            raise Wrong(f"expected a tuple (U, m, v), got {_kind(got)}", "return U, m, v")
+        compare_dict(f"U (step {t})", got[0], ref, "U = lr m_hat / (sqrt(v_hat) + eps), bias-corrected "
+                     "with 1 - beta^t", tol=1e-10,
+                     variants=[("U without the bias corrections", _adam_uncorrected(opt, D, m, v), "m_hat = "
+                                "m / (1 - beta1^t), v_hat = v / (1 - beta2^t)")])
+        compare_dict(f"m (step {t})", got[1], opt.m, "m = beta1 m + (1 - beta1) D", tol=1e-12)
+        compare_dict(f"v (step {t})", got[2], opt.v, "v = beta2 v + (1 - beta2) D^2", tol=1e-12)
+        m, v = got[1], got[2]
+
+
+def _adam_uncorrected(opt, D, m, v):
+    b1, b2 = opt.beta1, opt.beta2
+    return {k: opt.lr * (b1 * m[k] + (1 - b1) * D[k]) / (np.sqrt(b2 * v[k] + (1 - b2) * D[k] ** 2)
+                                                          + opt.eps) for k in D}
+
+
+def check_project_out1(fn):
+    for name, net, X, _ in _setups_04():
+        D = _random_direction(net, 10)
+        ref = fixes.nullspace(net, D, keep_X=X)
+        J = jacobian.dense_rows(net, X, keep=[0])
+        tol = 100 * EPS * np.linalg.cond(J)
+        got = fn(net, X, {k: v.copy() for k, v in D.items()})
+        compare_dict(f"P D ({name})", got, ref, "D - pinv(J1) @ (J1 @ D)", tol=max(tol, 1e-12),
+                     scale=max_abs(flat(D)), variants=[("D + J1^+ J1 D: the sign flipped", {
+                         k: 2 * D[k] - ref[k] for k in D}, "subtract the part that moves out1")])
+
+
+def _gradient_order_holds():
+    """Whether Adam's update of a projected gradient keeps J1 U = 0 (to 1e-9 of J1 g)."""
+    from ..optim import Adam
+    net, X, _ = visible()
+    opt = Adam(lr=1e-3)
+    g = net.gradient(X, G_QUESTION)
+    U = opt.update(fixes.nullspace(net, g, keep_X=X))
+    J = jacobian.dense_rows(net, X, keep=[0])
+    return bool(max_abs(J @ flat(U)) <= 1e-9 * max_abs(J @ flat(g)) * 1e-3)
+
+
+def _first_step_size():
+    from ..optim import Adam
+    net, X, _ = visible()
+    return max_abs(flat(Adam(lr=1e-3).update(net.gradient(X, G_QUESTION)))) / 1e-3
+
+
+# -- exercise 10: holding out1 on a memory, a small project --------------------------------------
+LR_10, STEPS_10 = 0.01, 20
+
+
+def _setup_10():
+    net, X, _ = visible()
+    return net, data.probe_inputs()[:64], X                  # new task's inputs; the memory
+
+
+def _naive_gain_10():
+    net, X, _ = _setup_10()
+    before = net(X)[:, 1].mean()
+    for _ in range(STEPS_10):
+        net.step(net.gradient(X, G_QUESTION), LR_10)
+    return float(net(X)[:, 1].mean() - before)
+
+
+def check_hold_on_memory(fn):
+    net, X, memory = _setup_10()
+    start = net.copy()
+    ref = net(memory)[:, 0].copy()
+    history = _history(fn(net, X, G_QUESTION.copy(), memory.copy(), STEPS_10, LR_10))
+    rule(len(history) == STEPS_10, f"one residual per step: {STEPS_10} expected, got {len(history)}",
+         "append max |out1(memory) - ref| after each step")
+    held = max_abs(net(memory)[:, 0] - ref)
+    rule(held <= 1e-10, f"target 1: out1 held on the memory to 1e-10 after {STEPS_10} steps: it is "
+         f"off by {held:.1e}", "after each projected step, restoring steps while max |r| > 1e-12")
+    compare("history[-1]", history[-1], held, "the last entry is the residual after the last step",
+            tol=1e-6, scale=max(held, 1e-12))
+    gain = float(net(X)[:, 1].mean() - start(X)[:, 1].mean())
+    naive = _naive_gain_10()
+    rule(gain >= 0.5 * naive, f"target 2: out2 raised on X by at least half the naive gain "
+         f"({0.5 * naive:.4g}): yours {gain:.4g}", "step along the projected gradient, lr as given")
+
+
+def _held_off_memory():
+    net, X, memory = _setup_10()
+    off = data.probe_inputs()[64:]
+    start = net.copy()
+    ref = net(memory)[:, 0].copy()
+    for _ in range(STEPS_10):
+        net.step(fixes.project(net, X, G_QUESTION, keep_X=memory), LR_10)
+        fixes.restore(net, memory, ref)
+    return bool(max_abs(net(off)[:, 0] - start(off)[:, 0]) <= 1e-6)
+
+
+def _gain_fraction():
+    net, X, memory = _setup_10()
+    before = net(X)[:, 1].mean()
+    ref = net(memory)[:, 0].copy()
+    for _ in range(STEPS_10):
+        net.step(fixes.project(net, X, G_QUESTION, keep_X=memory), LR_10)
+        fixes.restore(net, memory, ref)
+    return float(net(X)[:, 1].mean() - before) / _naive_gain_10()
+
+
+def _kind(x):
+    return x.type_name if isinstance(x, Other) else type(x).__name__
+
+
+# -- "predict, then run" -----------------------------------------------------------------------
+def predicted_number(measure, tol, what):
+    """A check of a predicted number: within ``tol`` of what ``measure()`` gives."""
+    def check(value):
+        if type(value) not in (int, float) or isinstance(value, bool):
+            raise Wrong(f"expected a number, got {_kind(value)}", "write a number, e.g. 0.0 or 2")
+        run = measure()
+        if not abs(value - run) <= tol:
+            raise Wrong(f"you predicted {value:g}; the run says {run:.3g}", what)
+    return check
+
+
+def predicted_choice(measure, choices, what):
+    """A check of a predicted choice (True/False or one of a few strings)."""
+    def check(value):
+        if value not in choices or type(value) is not type(choices[0]):
+            raise Wrong(f"expected one of {choices}, got {value!r}", "write one of the choices")
+        run = measure()
+        if value != run:
+            raise Wrong(f"you predicted {value!r}; the run says {run!r}", what)
+    return check
+
+
+def _dw2_column0():
+    net, X, _ = seed()
+    return max_abs(net.gradient(X, G_QUESTION)["W2"][:, 0])
+
+
+def _dw1_is_zero():
+    net, X, _ = seed()
+    return bool(max_abs(net.gradient(X, G_QUESTION)["W1"]) == 0.0)
+
+
+def _mask_changes_direction():
+    net, X, _ = seed()
+    g, D = net.gradient(X, G_QUESTION), fixes.masked(net, X, G_QUESTION, np.array([0.0, 1.0]))
+    return not all(np.array_equal(g[k], D[k]) for k in g)
+
+
+def _masked_drift_order():
+    net, X, _ = visible()
+    lrs = np.logspace(-5, -3, 5)
+    D = fixes.masked(net, X, G_QUESTION, np.array([0.0, 1.0]))
+    return _slope(lrs, [max_abs(net.copy().step(D, lr)(X)[:, 0] - net(X)[:, 0]) for lr in lrs])
+
+
+def _freeze_drift_unseen():
+    net, X, _ = seed()
+    probe = data.probe_inputs()
+    D = fixes.freeze(net, X, G_QUESTION, trainable=net.output_keys)
+    return max_abs(net.copy().step(D, 10.0)(probe)[:, 0] - net(probe)[:, 0])
+
+
+def _freeze_trainable_count():
+    net, _, _ = seed()
+    return sum(net.params[k].size for k in net.output_keys)
+
+
+def _projected_order(on_batch):
+    net, X, _ = visible()
+    probe = data.probe_inputs()
+    where = X if on_batch else probe
+    lrs = np.logspace(-5, -3, 5)
+    D = fixes.project(net, X, G_QUESTION)
+    return _slope(lrs, [max_abs(net.copy().step(D, lr)(where)[:, 0] - net(where)[:, 0]) for lr in lrs])
+
+
+def _restore_steps():
+    net, X, ref = _off_constraint()
+    return len(fixes.restore(net, X, ref).history) - 1
+
+
+def _larger_for_visible():
+    net, X, _ = visible()
+    return "dense" if len(X) * net.n_params > len(X) ** 2 else "gram"
+
+
+def _adjoint_gap():
+    net, X, _ = visible()
+    D, alpha = _random_direction(net, 11), _rng(12).normal(size=len(X))
+    J = jacobian.dense_rows(net, X, keep=[0])
+    a = alpha @ (J @ flat(D))
+    return abs(a - flat(jacobian.unflatten(J.T @ alpha, net.params)) @ flat(D)) / abs(a)
+
+
 # -- the exercises -----------------------------------------------------------------------------
 EXERCISES = {
     "01_layer_backward": ("the backward stages of one layer", {
@@ -543,6 +894,17 @@ EXERCISES = {
         "gram_out1": check_gram_out1, "project_gram": check_project_gram}),
     "05_restore": ("the restoring step", {
         "restore_step": check_restore_step, "restore": check_restore}),
+    "06_tangent_kernel": ("the cross-output tangent kernel, by layer", {
+        "jacobian_rows": check_jacobian_rows, "cross_kernel": check_cross_kernel,
+        "kernel_by_layer": check_kernel_by_layer}),
+    "07_gram_trick": ("J1 D and J1^T alpha from per-layer factors, never J1", {
+        "jvp_out1": check_jvp_out1, "vjp_out1": check_vjp_out1}),
+    "08_span_projection": ("span projection, layer by layer", {
+        "span_project": check_span_project, "frozen_layers": check_frozen_layers}),
+    "09_adam_projection": ("project Adam's update, not its gradient", {
+        "adam_update": check_adam_update, "project_out1": check_project_out1}),
+    "10_memory_project": ("a project: learn a new task, hold out1 on a memory", {
+        "hold_on_memory": check_hold_on_memory}),
 }
 
 
@@ -550,13 +912,72 @@ EXERCISES = {
 #: it is handed (a class brings its bases and methods). Every other public function of the
 #: package is a tripwire in the child: calling it from the student's code is reported.
 _NET = ["network.MLP", "network.Forward", "network.Backward"]
+_FLAT = ["jacobian.flatten", "jacobian.unflatten"]
 ALLOWED = {
     "01_layer_backward": [],
     "02_masked_loss": _NET,
     "03_freeze": _NET,
-    "04_projection": _NET + ["jacobian.flatten", "jacobian.unflatten"],
-    "05_restore": _NET + ["jacobian.flatten", "jacobian.unflatten", "jacobian.dense_rows"],
+    "04_projection": _NET + _FLAT,
+    "05_restore": _NET + _FLAT + ["jacobian.dense_rows"],
+    "06_tangent_kernel": _NET + _FLAT,
+    "07_gram_trick": _NET,
+    "08_span_projection": _NET,
+    "09_adam_projection": _NET + _FLAT + ["jacobian.dense_rows"],
+    "10_memory_project": _NET + _FLAT + ["jacobian.dense_rows"],
 }
 
-#: "Predict, then run": per exercise, the constants a student fills in and their checks.
-PREDICTIONS = {}
+#: "Predict, then run": per exercise, the constants a student fills in and their checks, each
+#: against a run made here (None in the file: not answered yet).
+PREDICTIONS = {
+    "01_layer_backward": {
+        "PREDICT_DW2_COLUMN0": predicted_number(_dw2_column0, 0.0, "with G = [0, -1], dz2[:, 0] = 0, "
+                                                "so dW2[:, 0] = a1.T @ dz2[:, 0] is exactly 0.0"),
+        "PREDICT_DW1_IS_ZERO": predicted_choice(_dw1_is_zero, [True, False], "dW1 collects da1 = dz2 @ "
+                                                "W2.T, which out2's column feeds: the shared layer moves")},
+    "02_masked_loss": {
+        "PREDICT_MASK_CHANGES_DIRECTION": predicted_choice(_mask_changes_direction, [True, False],
+                                                           "G's out1 column is already 0: mask * G is G"),
+        "PREDICT_MASKED_DRIFT_ORDER": predicted_number(_masked_drift_order, 0.1, "the masked step is "
+                                                       "the naive one: out1 drifts to first order")},
+    "03_freeze": {
+        "PREDICT_FREEZE_DRIFT": predicted_number(_freeze_drift_unseen, 0.0, "out1 reads neither W2[:, 1] "
+                                                 "nor b2[1]; W2[:, 0] gets dz2[:, 0] = 0: nothing out1 "
+                                                 "reads moves, on any input, at any lr"),
+        "PREDICT_TRAINABLE_COUNT": predicted_number(_freeze_trainable_count, 0.0, "W2 is 4 x 2 and b2 "
+                                                    "has 2 entries")},
+    "04_projection": {
+        "PREDICT_DRIFT_ORDER_ON_BATCH": predicted_number(lambda: _projected_order(True), 0.1,
+                                                         "J1 D = 0 removes the first-order term"),
+        "PREDICT_DRIFT_ORDER_OFF_BATCH": predicted_number(lambda: _projected_order(False), 0.1,
+                                                          "the constraint holds on the batch only")},
+    "05_restore": {
+        "PREDICT_RESTORE_STEPS": predicted_number(_restore_steps, 1.0, "Gauss-Newton squares the "
+                                                  "residual each step: 2e-2, 4e-4, 2e-7, ... to 1e-12")},
+    "06_tangent_kernel": {
+        "PREDICT_OUTPUT_LAYER_SHARE": predicted_number(
+            lambda: max_abs(jacobian.tangent_kernel_by_layer(*seed()[:2])[seed()[0].depth]), 0.0,
+            "out1 and out2 have disjoint output weights: that share is exactly 0.0"),
+        "PREDICT_NAIVE_DRIFT_ORDER": predicted_number(_naive_drift_order, 0.1,
+                                                      "-lr K12 G2: first order in lr")},
+    "07_gram_trick": {
+        "PREDICT_LARGER": predicted_choice(_larger_for_visible, ["dense", "gram"],
+                                           "J1 holds n P numbers, the Gram n^2: P > n here"),
+        "PREDICT_ADJOINT_GAP": predicted_number(_adjoint_gap, 1e-12, "J1^T is J1's adjoint: "
+                                                "alpha . (J1 D) = (J1^T alpha) . D, to round-off")},
+    "08_span_projection": {
+        "PREDICT_ON_THE_BATCH": predicted_choice(_span_on_the_batch, ["freeze", "project"],
+                                                 "the batch's gradient lies in the span of its own "
+                                                 "layer inputs: every hidden layer freezes"),
+        "PREDICT_DRIFT_AT_LR_1": predicted_number(_span_drift_at_lr_1, 1e-9, "no layer's input on "
+                                                  "the memory moves: out1 there holds at any lr")},
+    "09_adam_projection": {
+        "PREDICT_GRADIENT_ORDER_HOLDS": predicted_choice(_gradient_order_holds, [True, False],
+                                                         "Adam rescales each coordinate differently"),
+        "PREDICT_FIRST_STEP_SIZE": predicted_number(_first_step_size, 0.01, "m_hat = D and v_hat = "
+                                                    "D^2 on step 1: U = lr D / (|D| + eps)")},
+    "10_memory_project": {
+        "PREDICT_HELD_OFF_MEMORY": predicted_choice(_held_off_memory, [True, False], "the constraint "
+                                                    "is on the memory's rows only"),
+        "PREDICT_GAIN_FRACTION": predicted_number(_gain_fraction, 0.1, "out2's column of W2 and b2 "
+                                                  "are free, and most of the hidden layers' freedom too")},
+}

@@ -88,8 +88,8 @@ def encode(obj):
         if t in (list, tuple):
             return {t.__name__: [plain(v, depth + 1) for v in x]}
         if t is dict:
-            if not all(type(k) is str for k in x):
-                return {"other": "dict with keys that are not strings"}
+            if not all(type(k) in (str, int) for k in x):
+                return {"other": "dict with keys that are not strings or ints"}
             return {"dict": [[k, plain(v, depth + 1)] for k, v in x.items()]}
         if t is NetSpec:
             return {"net": [x.sizes, x.activations, x.dtype, plain(x.params, depth + 1)]}
@@ -156,8 +156,8 @@ def decode(data):
 
 
 def _pair(p):
-    if type(p) is not list or len(p) != 2 or type(p[0]) is not str:
-        raise BadFrame("a dict entry that is not (str, value)")
+    if type(p) is not list or len(p) != 2 or type(p[0]) not in (str, int):
+        raise BadFrame("a dict entry that is not (str or int, value)")
     return p
 
 
