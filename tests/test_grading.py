@@ -89,6 +89,49 @@ MISTAKES = {
 }
 
 
+#: One or two real mistakes per new exercise (06-10), and a wrong prediction: each fails, and
+#: says what the check found.
+MISTAKES.update({
+    "K11 for K12": (
+        "06_tangent_kernel", "return jacobian_rows(net, X, 0) @ jacobian_rows(net, X, 1).T",
+        "return jacobian_rows(net, X, 0) @ jacobian_rows(net, X, 0).T",
+        ["cross_kernel     FAIL  stage K12 (seed): yours is J1 @ J1.T, out1's own kernel K11"]),
+    "the kernel's share without the bias's 1": (
+        "06_tangent_kernel", "(A[l] @ A[l].T + 1.0)", "(A[l] @ A[l].T)",
+        ["kernel_by_layer  FAIL  stage share 1 (seed): worst entry"]),
+    "e_k always e1": (
+        "06_tangent_kernel", "    e[k] = 1.0\n    return np.array", "    e[0] = 1.0\n    return np.array",
+        ["jacobian_rows    FAIL  stage J2 (seed): worst entry",
+         "; it calls jacobian_rows, which fails: fix that first"]),
+    "a wrong prediction": (
+        "06_tangent_kernel", "PREDICT_NAIVE_DRIFT_ORDER = 1", "PREDICT_NAIVE_DRIFT_ORDER = 2",
+        ["PREDICT_NAIVE_DRIFT_ORDER   FAIL  you predicted 2; the run says ", "1 of 2 predictions right."]),
+    "J1^T alpha without the bias's sum": (
+        "07_gram_trick", 'D[f"b{l}"] = weighted.sum(axis=0)', 'D[f"b{l}"] = 0 * weighted.sum(axis=0)',
+        ["vjp_out1  FAIL  J1^T alpha (seed): yours is J1^T alpha with the bias's sum left out"]),
+    "J1 D without the bias": (
+        "07_gram_trick", '(A[l] @ D[f"W{l}"] + D[f"b{l}"])', '(A[l] @ D[f"W{l}"])',
+        ["jvp_out1  FAIL  stage J1 D (seed): worst entry"]),
+    "span projection of out2's column too": (
+        "08_span_projection", "cols = slice(None) if l < net.depth else [0]", "cols = slice(None)",
+        ["span_project   FAIL  D: yours is every output column projected in the output layer"]),
+    "the output layer counted as frozen": (
+        "08_span_projection", "if l < net.depth and np.linalg", "if np.linalg",
+        ["frozen_layers  FAIL  rule: with a memory of 32 rows the frozen hidden layers are [1, 2], "
+         "yours [1, 2, 3]"]),
+    "Adam without its bias corrections": (
+        "09_adam_projection", "lr * (m[k] / (1 - beta1 ** t)) / (np.sqrt(v[k] / (1 - beta2 ** t)) + eps)",
+        "lr * m[k] / (np.sqrt(v[k]) + eps)",
+        ["adam_update   FAIL  U (step 1): yours is U without the bias corrections"]),
+    "no restoring steps": (
+        "10_memory_project", "        for _ in range(10):\n", "        for _ in range(0):\n",
+        ["hold_on_memory  FAIL  rule: target 1: out1 held on the memory to 1e-10 after 20 steps"]),
+    "a step ten times too small": (
+        "10_memory_project", "net.params), lr)", "net.params), lr / 10)",
+        ["hold_on_memory  FAIL  rule: target 2: out2 raised on X by at least half the naive gain"]),
+})
+
+
 @pytest.mark.parametrize("name", MISTAKES)
 def test_a_usual_mistake_is_named(name, tmp_path):
     exercise, right, wrong, said = MISTAKES[name]
