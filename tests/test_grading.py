@@ -378,3 +378,25 @@ def test_check_takes_several_files_and_a_time_limit_on_the_command_line(tmp_path
     assert res.stdout.splitlines()[1].endswith("hangs.py: 01_layer_backward: 0 of 3 pass")
     assert "check: [2/2]" in res.stderr
     assert len(list(csv.DictReader(book.open()))) == 2
+
+
+def test_the_numbers_the_teachers_guide_states():
+    """tutorials/README.md's exercises section: the seed network's conditioning, the bounds it
+    gives, the parameters freeze trains, the default time limit and exercise 10's targets."""
+    from mlp_ref import jacobian
+    from mlp_ref.grading import checks
+    from mlp_ref.setups import seed_setup
+    guide = (ROOT / "tutorials" / "README.md").read_text()
+    net, X, _ = seed_setup()
+    J = jacobian.dense_rows(net, X, keep=[0])
+    eps = np.finfo(float).eps
+    cond, cond2 = np.linalg.cond(J), np.linalg.cond(J @ J.T)
+    assert f"{cond:.0e}" == "5e+05" and f"{cond2:.1e}" == "2.4e+11"
+    assert f"{eps * cond2:.0e}" == "5e-05" and f"{eps * cond:.0e}" == "1e-10"
+    assert "(5e5 becomes 2.4e11 on the seed network), so ε·cond² ≈ 5e-5" in guide
+    assert "ε·cond ≈ 1e-10" in guide
+    assert sum(net.params[k].size for k in net.output_keys) == 10 and net.n_params == 26
+    assert "10 of the 26 parameters" in guide
+    assert grading.TIME_LIMIT == 60 and "60 s by default" in guide
+    assert (checks.LR_10, checks.STEPS_10) == (0.01, 20)
+    assert "out1 held on the memory to 1e-10 after 20 steps" in guide
