@@ -275,6 +275,11 @@ HOSTILE_SAID = {
         "(a subclass of numpy's ndarray)",
         "affine_backward     FAIL  stage dW: not an array of the expected shape (3, 4): got Liar",
         "two_layer_backward  FAIL  stage dout: not an array of the expected shape (8, 2): got function"],
+    "fails_its_second_import.py": [
+        f"sigmoid_backward    FAIL  still running after {LIMIT_S:g} s (an endless loop?): stopped",
+        "affine_backward     FAIL  started again, the file failed: the process running it ended "
+        "(exit status 7) while importing it",
+        "two_layer_backward  FAIL  expected a dict of stages, got NoneType"],
     "talks_on_the_channel.py": [
         "sigmoid_backward    FAIL  the process sent something that is not an answer",
         "affine_backward     FAIL  the process sent something that is not an answer"],
@@ -297,8 +302,11 @@ def test_a_hostile_file_is_reported_in_one_line_and_never_passes(name, monkeypat
     if result.problem:
         assert text.count("\n") == 0
     else:                                         # one line per function, and hint lines
-        functions = grading.EXERCISES[result.exercise][1]
-        assert len([l for l in text.splitlines() if l.startswith("  ") and "hint:" not in l]) == len(functions)
+        lines = text.splitlines()
+        for function in grading.EXERCISES[result.exercise][1]:
+            assert len([l for l in lines if l.startswith(f"  {function} ")]) == 1, (function, text)
+        verdicts = [l for l in lines if l.startswith("  ") and not l.lstrip().startswith("hint:")]
+        assert len(verdicts) == len(result.verdicts) + 1 + len(result.predictions)   # + the header
     # every function within its limit, plus the child's start (a second or two) for each
     # child started again after one was stopped
     assert took < (LIMIT_S + 4) * (len(result.verdicts) + 1), took
@@ -353,15 +361,17 @@ def test_the_gradebook_of_a_folder_mixing_right_wrong_and_hostile_files(tmp_path
     assert list(rows[0])[:4] == ["file", "exercise", "passed", "total"]
     functions01 = list(grading.EXERCISES["01_layer_backward"][1])
     assert [by_file["alice_01.py"][f] for f in functions01] == ["PASS"] * 3
-    assert (by_file["alice_01.py"]["passed"], by_file["alice_01.py"]["total"]) == ("3", "3")
+    # passed and total count the functions and the predictions: 3 + 2
+    assert (by_file["alice_01.py"]["passed"], by_file["alice_01.py"]["total"]) == ("5", "5")
+    assert by_file["alice_01.py"]["PREDICT_DW2_COLUMN0"] == "PASS"
     assert [by_file["01_layer_backward_bob.py"][f] for f in functions01] == ["FAIL", "PASS", "FAIL"]
     assert by_file["carol.py"]["exercise"] == "01_layer_backward"
     assert by_file["carol.py"]["passed"] == "0" and "while importing it" in by_file["carol.py"]["note"]
     assert [by_file["dave.py"][f] for f in grading.EXERCISES["04_projection"][1]] == ["FAIL"] * 4
-    assert by_file["erin.py"]["exercise"] == "03_freeze" and by_file["erin.py"]["passed"] == "2"
+    assert by_file["erin.py"]["exercise"] == "03_freeze" and by_file["erin.py"]["passed"] == "4"
     assert by_file["erin.py"]["sigmoid_backward"] == ""
     summary = out.getvalue().splitlines()
-    assert len(summary) == 5 and summary[1].endswith("alice_01.py: 01_layer_backward: 3 of 3 pass")
+    assert len(summary) == 5 and summary[1].endswith("alice_01.py: 01_layer_backward: 5 of 5 pass")
     assert err.getvalue().count("check: [") == 5 and "gradebook of 5 files written" in err.getvalue()
 
 
@@ -375,7 +385,7 @@ def test_check_takes_several_files_and_a_time_limit_on_the_command_line(tmp_path
                          capture_output=True, text=True, cwd=ROOT, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert res.returncode == 1, res
-    assert res.stdout.splitlines()[1].endswith("hangs.py: 01_layer_backward: 0 of 3 pass")
+    assert res.stdout.splitlines()[1].endswith("hangs.py: 01_layer_backward: 0 of 5 pass")
     assert "check: [2/2]" in res.stderr
     assert len(list(csv.DictReader(book.open()))) == 2
 

@@ -169,7 +169,12 @@ def grade_file(path, time_limit=TIME_LIMIT, memory_limit=MEMORY_LIMIT, isolate=T
             if function not in defined:
                 result.verdicts.append(Verdict(function, "FAIL", f"missing: define {function}(...)"))
                 continue
-            submission.begin(function)
+            try:
+                submission.begin(function)        # a child stopped before is started again
+            except StudentProblem as problem:
+                result.verdicts.append(Verdict(function, "ERROR", f"started again, the file "
+                                               f"failed: {problem.what}"))
+                continue
             result.verdicts.append(_verdict(function, check, submission))
             calls[function] = submission.calls
         for name, check in predictions.items():
