@@ -17,6 +17,7 @@ import numpy as np
 from .. import data, fixes, jacobian, losses
 from ..gradcheck import numerical_gradient, rel_error_map
 from ..network import MLP
+from ..optim import Adam
 from ..setups import G_QUESTION, seed_setup, visible_setup
 from .wire import Other
 
@@ -679,7 +680,6 @@ def _span_drift_at_lr_1():
 
 # -- exercise 09: Adam's update, projected ------------------------------------------------------
 def check_adam_update(fn):
-    from ..optim import Adam
     net, X, Y = visible()
     rng = _rng(9)
     opt = Adam(lr=1e-3)
@@ -720,7 +720,6 @@ def check_project_out1(fn):
 
 def _gradient_order_holds():
     """Whether Adam's update of a projected gradient keeps J1 U = 0 (to 1e-9 of J1 g)."""
-    from ..optim import Adam
     net, X, _ = visible()
     opt = Adam(lr=1e-3)
     g = net.gradient(X, G_QUESTION)
@@ -730,7 +729,6 @@ def _gradient_order_holds():
 
 
 def _first_step_size():
-    from ..optim import Adam
     net, X, _ = visible()
     return max_abs(flat(Adam(lr=1e-3).update(net.gradient(X, G_QUESTION)))) / 1e-3
 
