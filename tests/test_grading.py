@@ -410,3 +410,21 @@ def test_the_numbers_the_teachers_guide_states():
     assert grading.TIME_LIMIT == 60 and "60 s by default" in guide
     assert (checks.LR_10, checks.STEPS_10) == (0.01, 20)
     assert "out1 held on the memory to 1e-10 after 20 steps" in guide
+
+
+@pytest.mark.slow
+def test_the_teachers_ctrl_c_stops_the_grader_not_a_student(tmp_path):
+    """Ctrl-C reaches the grader's process group only (each child has a session of its own):
+    the grader says it was stopped and exits 130; it is not a student's KeyboardInterrupt."""
+    import signal
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "mlp_ref", "check", "--time-limit", "30",
+                             str(HOSTILE / "hangs.py")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            start_new_session=True)
+    time.sleep(3)                                 # the child is in sigmoid_backward's endless loop
+    os.killpg(proc.pid, signal.SIGINT)            # what a terminal's Ctrl-C does to its group
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, (out, err)
+    assert out == "check: stopped (Ctrl-C) after 0 of 1 files\n" and "Traceback" not in err
