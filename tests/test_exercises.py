@@ -90,8 +90,9 @@ def test_every_solution_passes(solution):
     predictions = grading.PREDICTIONS[solution.stem]
     assert out.count("PASS") == len(functions) + len(predictions) and "FAIL" not in out
     n = len(functions)
-    assert f"{n} of {n} {'functions' if n > 1 else 'function'} pass. {len(predictions)} of " \
-           f"{len(predictions)} predictions right. All done." in out
+    m = len(predictions)
+    assert f"{n} of {n} {'functions' if n > 1 else 'function'} pass. {m} of {m} " \
+           f"{'predictions' if m > 1 else 'prediction'} right. All done." in out
 
 
 @pytest.mark.parametrize("blank", BLANKS, ids=lambda p: p.stem)

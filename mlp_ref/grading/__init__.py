@@ -234,7 +234,8 @@ def report(result):
         lines.append("  predict, then run:")
         lines += _lines(result.predictions, indent="    ")
         right = sum(v.status == "PASS" for v in result.predictions)
-        tail.append(f"{right} of {len(result.predictions)} predictions right.")
+        n = len(result.predictions)
+        tail.append(f"{right} of {n} {'predictions' if n > 1 else 'prediction'} right.")
     lines.append(" ".join(tail) + (" All done." if result.status == 0 else ""))
     return "\n".join(lines)
 

@@ -64,20 +64,25 @@ def limit(cpu_seconds, memory_bytes):
 
 
 def keep_out(folder):
-    """Refuse, from now on, to open any file under ``folder`` (an audit hook cannot be removed)."""
-    if not folder:
-        return
-    folder = os.path.realpath(folder) + os.sep
+    """Refuse, from now on, to open any file under ``folder`` (the solutions) and the package's
+    own code (``.py``, ``.pyc``: a reload or an ``exec`` of its source would bring back the
+    functions the tripwires replaced; its data files stay readable). An audit hook cannot be
+    removed."""
+    folders = [os.path.realpath(f) + os.sep for f in [folder] if f]
+    package = os.path.realpath(PACKAGE_DIR) + os.sep
 
     def hook(event, args):
         if event in ("open", "os.symlink", "os.link", "shutil.copyfile", "os.listdir",
                      "os.scandir") and args:
             path = args[0]
             if isinstance(path, (str, bytes, os.PathLike)):
-                real = os.path.realpath(os.fsdecode(path)) + os.sep
-                if real.startswith(folder):
+                real = os.path.realpath(os.fsdecode(path))
+                if any((real + os.sep).startswith(f) for f in folders):
                     raise PermissionError(f"{os.fsdecode(path)}: the grader keeps the solutions "
                                           f"out of reach")
+                if real.startswith(package) and real.endswith((".py", ".pyc")):
+                    raise PermissionError(f"{os.fsdecode(path)}: the grader keeps mlp_ref's code "
+                                          f"out of reach (import only what the exercise imports)")
 
     sys.addaudithook(hook)
 
