@@ -271,7 +271,8 @@ HOSTILE_SAID = {
     "execs_the_solutions.py": ["importing it raised PermissionError: ",
                                "the grader keeps the solutions out of reach (line 8)"],
     "reloads_the_package.py": ["importing it raised PermissionError: ",
-                               "the grader keeps mlp_ref's code out of reach (import only what the exercise imports) (line 7)"],
+                               "the grader keeps mlp_ref's code out of reach (import only what the "
+                               "exercise imports) (line 7)"],
     "returns_liars.py": [
         "sigmoid_backward    FAIL  stage dz: not an array of the expected shape (5, 4): got Mine "
         "(a subclass of numpy's ndarray)",
