@@ -58,7 +58,7 @@ MISTAKES = {
         "01_layer_backward", "return da * s * (1.0 - s)", "return da * s * (s - 1.0)",
         ["sigmoid_backward    FAIL  stage dz: yours is da * s * (s - 1): the derivative negated",
          "two_layer_backward  FAIL  stage dz1: yours is da * s * (s - 1): the derivative negated; "
-         "it calls sigmoid_backward, which fails: fix that first"]),
+         "it passes when sigmoid_backward, which it calls, is right: fix sigmoid_backward first"]),
     "dW transposed": (
         "01_layer_backward", "dW = a_prev.T @ dz", "dW = dz.T @ a_prev",
         ["affine_backward     FAIL  stage dW: shape (4, 3), expected (3, 4) (transposed?)"]),
@@ -80,12 +80,12 @@ MISTAKES = {
         "04_projection", "(A[l] @ A[l].T + 1.0)", "(A[l] @ A[l].T)",
         ["gram_out1      FAIL  stage gram (seed): yours is sum over layers of (S S^T) * (A A^T): "
          "the bias's 1 is missing",
-         "; it calls gram_out1, which fails: fix that first"]),
+         "; it passes when gram_out1, which it calls, is right: fix gram_out1 first"]),
     "a restoring step uphill": (
         "05_restore", "unflatten(np.linalg.pinv(J1) @ r", "unflatten(-np.linalg.pinv(J1) @ r",
         ["restore_step  FAIL  stage W1: yours is theta + J1^T (J1 J1^T)^+ (out1 - ref): a step uphill",
          "restore       FAIL  rule: the residual must reach the tolerance 1e-12",
-         "it calls restore_step, which fails: fix that first"]),
+         "it passes when restore_step, which it calls, is right: fix restore_step first"]),
 }
 
 
@@ -102,7 +102,7 @@ MISTAKES.update({
     "e_k always e1": (
         "06_tangent_kernel", "    e[k] = 1.0\n    return np.array", "    e[0] = 1.0\n    return np.array",
         ["jacobian_rows    FAIL  stage J2 (seed): worst entry",
-         "; it calls jacobian_rows, which fails: fix that first"]),
+         "; it passes when jacobian_rows, which it calls, is right: fix jacobian_rows first"]),
     "a wrong prediction": (
         "06_tangent_kernel", "PREDICT_NAIVE_DRIFT_ORDER = 1", "PREDICT_NAIVE_DRIFT_ORDER = 2",
         ["PREDICT_NAIVE_DRIFT_ORDER   FAIL  you predicted 2; the run says ", "1 of 2 predictions right."]),
@@ -143,7 +143,8 @@ def test_a_usual_mistake_is_named(name, tmp_path):
 
 def test_a_right_function_that_fails_through_a_wrong_callee_says_so(tmp_path):
     """two_layer_backward is right; it calls sigmoid_backward, which is wrong: both fail, and
-    two_layer_backward's line says why (no other function fails)."""
+    two_layer_backward, graded again with the grader's sigmoid_backward standing in, passes:
+    its line says it fails only because of its callee (no other function fails)."""
     path = mistake(tmp_path, "01_layer_backward", "return da * s * (1.0 - s)",
                    "return da * s * (1.0 - s) * 1.5")
     status, out = run(path, isolate=False)
@@ -151,8 +152,23 @@ def test_a_right_function_that_fails_through_a_wrong_callee_says_so(tmp_path):
     assert status == 1 and len(lines) == 2, out
     assert lines[0].startswith("  sigmoid_backward    FAIL  stage dz: worst entry")
     assert lines[1].startswith("  two_layer_backward  FAIL  stage dz1: worst entry")
-    assert lines[1].endswith("; it calls sigmoid_backward, which fails: fix that first")
+    assert lines[1].endswith("; it passes when sigmoid_backward, which it calls, is right: fix "
+                             "sigmoid_backward first")
     assert "affine_backward     PASS" in out
+
+
+def test_a_function_with_a_mistake_of_its_own_behind_a_wrong_callee_is_told_both(tmp_path):
+    """two_layer_backward reverses dz1's rows (its own mistake) and calls a wrong
+    sigmoid_backward: with the grader's sigmoid_backward standing in it still fails, and says so."""
+    text = (SOLUTIONS / "01_layer_backward.py").read_text()
+    own = 'stages["dz1"] = sigmoid_backward(stages["da1"], z1)'
+    assert text.count(own) == 1
+    path = mistake(tmp_path, "01_layer_backward", "return da * s * (1.0 - s)", "return da * s * (s - 1.0)")
+    path.write_text(path.read_text().replace(own, own + "[::-1]"))
+    status, out = run(path, isolate=False)
+    line = next(l for l in out.splitlines() if l.startswith("  two_layer_backward"))
+    assert status == 1 and "; it calls sigmoid_backward, which fails, but fails with a right one " \
+                              "too: stage dz1: worst entry" in line, out
 
 
 def test_pinv_of_the_gram_fails_only_on_the_ill_conditioned_network():

@@ -6,7 +6,8 @@ as plain arrays (``wire``) and are compared, in this process, with the reference
 (``checks``), which the child never computes nor sees. Each function gets one line: PASS, "not
 implemented yet", or what is wrong (the stage or the rule, the worst entry, yours and ours, and
 a hint; a usual mistake by name; for an exception, the stage it was computing and a hint from
-the shapes, ``hints``). Whatever the file does (exit, hang, crash, print, patch the package)
+the shapes, ``hints``; a function failing only because a function it calls fails, found by
+grading it again with the reference standing in for the callee). Whatever the file does (exit, hang, crash, print, patch the package)
 is reported in one line, and the next file is graded.
 
 This isolates the reference from the student's code; it is not a security sandbox: grade files
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .checks import ALLOWED, EXERCISES, PREDICTIONS, TOL, Verdict, Wrong, compare  # noqa: F401
+from .checks import ALLOWED, EXERCISES, PREDICTIONS, REFERENCES, TOL, Verdict, Wrong, compare  # noqa: F401
 from .runner import MEMORY_LIMIT, StudentProblem, Submission
 
 #: Seconds of the child's time each function's check may take (each takes well under one with
@@ -179,9 +180,9 @@ def grade_file(path, time_limit=TIME_LIMIT, memory_limit=MEMORY_LIMIT, isolate=T
             calls[function] = submission.calls
         for name, check in predictions.items():
             result.predictions.append(_prediction(name, check, answers.get(name)))
+        _blame_callees(result.verdicts, calls, checks, submission)
     finally:
         submission.stop()
-    _blame_callees(result.verdicts, calls)
     return result
 
 
@@ -210,15 +211,34 @@ def _prediction(name, check, value):
     return Verdict(name, "PASS")
 
 
-def _blame_callees(verdicts, calls):
-    """A function that fails while a function it calls fails says so: fix the callee first."""
+def _blame_callees(verdicts, calls, checks, submission):
+    """A function that fails while a function it calls fails says so. It is graded again with
+    the grader's own answer standing in for each failing callee: if it then passes, it fails
+    only because of them (fix them first); if not, it has a mistake of its own too."""
     status = {v.function: v.status for v in verdicts}
     for v in verdicts:
         failing = [c for c in sorted(calls.get(v.function, ())) if status.get(c, "PASS") != "PASS"]
-        if v.status != "PASS" and failing:
-            names = ", ".join(failing)
-            v.what = (f"{v.what}; it calls {names}, which "
-                      f"{'fails' if len(failing) == 1 else 'fail'}: fix that first")
+        if v.status == "PASS" or not failing:
+            continue
+        names = ", ".join(failing)
+        one = len(failing) == 1
+        if all(c in REFERENCES for c in failing) and v.status != "TODO":
+            try:
+                submission.begin(v.function, {c: REFERENCES[c] for c in failing})
+                again = _verdict(v.function, checks[v.function], submission)
+            except StudentProblem as problem:
+                again = Verdict(v.function, problem.status, problem.what)
+            finally:
+                submission.stand_ins = {}
+            if again.status == "PASS":
+                v.what = (f"{v.what}; it passes when {names}, which it calls, "
+                          f"{'is' if one else 'are'} right: fix {names} first")
+                continue
+            v.what = (f"{v.what}; it calls {names}, which {'fails' if one else 'fail'}, but fails "
+                      f"with {'a right one' if one else 'right ones'} too: {again.what}")
+            v.hint = again.hint or v.hint
+            continue
+        v.what = f"{v.what}; it calls {names}, which {'fails' if one else 'fail'}: fix that first"
 
 
 def report(result):

@@ -906,6 +906,36 @@ EXERCISES = {
 }
 
 
+# -- the grader's own answers, standing in for a student's function that another one calls ----
+def _sigmoid_backward(da, z):
+    s = 1.0 / (1.0 + np.exp(-np.asarray(z, dtype=float)))
+    return np.asarray(da, dtype=float) * s * (1 - s)
+
+
+def _affine_backward(dz, a_prev, W):
+    dz, a_prev, W = (np.asarray(x, dtype=float) for x in (dz, a_prev, W))
+    return a_prev.T @ dz, dz.sum(axis=0), dz @ W.T
+
+
+def _restore_step(net, X, ref):
+    residual = max_abs(net(X)[:, 0] - ref)
+    fixes.restore(net, X, ref, max_iter=1)
+    return residual
+
+
+#: Per function that another function of its exercise calls: the reference, run in the grader
+#: when a failing caller is graded again with its failing callee answered right (``grade_file``).
+REFERENCES = {
+    "sigmoid_backward": _sigmoid_backward,
+    "affine_backward": _affine_backward,
+    "freeze": lambda net, X, G, trainable: fixes.freeze(net, X, G, trainable=list(trainable)),
+    "jacobian_out1": lambda net, X: jacobian.dense_rows(net, X, keep=[0]),
+    "gram_out1": lambda net, X: jacobian.OutputJacobian(net, X, keep=[0]).gram(),
+    "restore_step": _restore_step,
+    "jacobian_rows": lambda net, X, k: jacobian.dense_rows(net, X, keep=[int(k)]),
+}
+
+
 #: What a student may call from mlp_ref in each exercise: the template's imports and the network
 #: it is handed (a class brings its bases and methods). Every other public function of the
 #: package is a tripwire in the child: calling it from the student's code is reported.

@@ -201,6 +201,27 @@ def recording(name, f):
     return recorded
 
 
+def stand_in(name, rfd, wfd):
+    """A function that asks the grader for its reference answer to ``name(*args)`` and leaves
+    the arguments as the reference left them (a network stepped in place)."""
+    def ask(*args):
+        CALLED.add(name)
+        wire.send(wfd, {"stand_in": name, "args": [wire.net_spec(a) if isinstance(a, network.MLP)
+                                                   else a for a in args]})
+        reply = wire.receive(rfd)
+        if "result" not in reply:
+            raise ValueError(f"the grader's {name} refused these arguments: {reply.get('refused')}")
+        for given, left in zip(args, reply["after"]):
+            if isinstance(given, network.MLP):
+                for k, v in given.params.items():
+                    v[...] = left["params"][k]
+            elif type(given) is np.ndarray:
+                given[...] = left
+        return reply["result"]
+    ask.__name__ = name
+    return ask
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     rfd, wfd = int(argv[0]), int(argv[1])
@@ -230,6 +251,8 @@ def main(argv=None):
     while True:
         call = wire.receive(rfd)
         fn = originals[call["function"]]
+        for n in call.get("stand_ins", []):       # the grader's own answer in place of a callee
+            setattr(module, n, stand_in(n, rfd, wfd))
         args = [wire.build_net(a) if type(a) is wire.NetSpec else a for a in call["args"]]
         kwargs = call["kwargs"]
         CALLED.clear()
@@ -246,6 +269,8 @@ def main(argv=None):
             answer = {"used": TRIPPED[0]}
         answer["after"] = [{"params": a.params} if isinstance(a, network.MLP) else a for a in args]
         answer["calls"] = sorted(CALLED - {call["function"]})
+        for n in call.get("stand_ins", []):
+            setattr(module, n, recording(n, originals[n]))
         wire.send(wfd, answer)
 
 

@@ -57,8 +57,20 @@ def net_spec(net):
 
 
 def build_net(spec):
-    """The MLP a NetSpec describes (the child's copy of the grader's network)."""
-    acts = spec.activations
+    """The MLP a NetSpec describes (the child's copy of the grader's network); ValueError unless
+    its parameters have the shapes its sizes say (checked before any array is made: a spec from
+    a child cannot make the grader allocate more than the message held)."""
+    sizes, acts, params = spec.sizes, spec.activations, spec.params
+    if (type(sizes) is not list or not all(type(n) is int and n > 0 for n in sizes)
+            or type(acts) is not list or len(acts) != len(sizes) - 1
+            or spec.dtype not in ("float64", "float32")):
+        raise ValueError("not a network")
+    shapes = {}
+    for l in range(1, len(sizes)):
+        shapes[f"W{l}"], shapes[f"b{l}"] = (sizes[l - 1], sizes[l]), (sizes[l],)
+    if set(params) != set(shapes) or any(type(params[k]) is not np.ndarray or params[k].shape != s
+                                         for k, s in shapes.items()):
+        raise ValueError("not a network")
     net = MLP(spec.sizes, hidden=acts[:-1] if len(acts) > 1 else "sigmoid", output=acts[-1],
               dtype=np.dtype(spec.dtype).type)
     net.params = {k: np.array(v, dtype=spec.dtype) for k, v in spec.params.items()}
