@@ -46,13 +46,14 @@ class UsedPackage(BaseException):
 
 
 # -- limits ------------------------------------------------------------------------------------
-def limit(cpu_seconds, memory_bytes):
-    """CPU seconds and address space of this process, where the OS has resource limits."""
+def limit(cpu_seconds, memory_bytes, file_bytes):
+    """CPU seconds, address space and the size of any file written, where the OS has resource
+    limits."""
     if resource is None:                          # Windows: the grader's wall clock still holds
         return
     for kind, value in ((resource.RLIMIT_CPU, int(cpu_seconds)),
                         (resource.RLIMIT_AS, int(memory_bytes)),
-                        (resource.RLIMIT_FSIZE, 64 * 2 ** 20), (resource.RLIMIT_CORE, 0)):
+                        (resource.RLIMIT_FSIZE, int(file_bytes)), (resource.RLIMIT_CORE, 0)):
         try:
             soft, hard = resource.getrlimit(kind)
             value = value if hard == resource.RLIM_INFINITY else min(value, hard)
@@ -226,7 +227,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     rfd, wfd = int(argv[0]), int(argv[1])
     request = wire.receive(rfd)
-    limit(request["cpu_seconds"], request["memory_bytes"])
+    limit(request["cpu_seconds"], request["memory_bytes"], request["file_bytes"])
     keep_out(request["keep_out"])
     install_tripwires(request["allowed"])
     wire.send(wfd, {"ready": True})               # the grader's clock for the import starts now

@@ -78,6 +78,7 @@ class Submission:
         self.budget = time_limit                  # seconds of the current function left
         self.calls = set()                        # the exercise's functions the current one called
         self.stand_ins = {}                       # callee -> the grader's reference, for a re-run
+        self.file_bytes = 64 * 2 ** 20            # the largest file the child may write
 
     # -- the child -----------------------------------------------------------------------------
     def start(self):
@@ -104,7 +105,8 @@ class Submission:
                    "folder": os.path.dirname(os.path.abspath(self.path)),
                    "allowed": self.allowed, "functions": self.functions,
                    "answers": self.answer_names, "cpu_seconds": cpu,
-                   "memory_bytes": self.memory_limit, "keep_out": self.keep_out}
+                   "memory_bytes": self.memory_limit, "keep_out": self.keep_out,
+                   "file_bytes": self.file_bytes}
         try:
             # the child's own start (Python, NumPy, the package) is not the student's time
             wire.send(self.to_child, request, time.monotonic() + 60)
@@ -178,8 +180,13 @@ class Submission:
     # -- calls ---------------------------------------------------------------------------------
     def begin(self, function, stand_ins=None):
         """Start grading ``function``: a fresh wall-clock budget, a child running; ``stand_ins``
-        (name -> reference function): the callees the grader answers for, in this run."""
+        (name -> reference function): the callees the grader answers for, in this run. The
+        reference's answers then reach the child: it is a fresh one that may write no file,
+        so that it cannot keep them for another submission (through the file system)."""
         self.budget, self.calls, self.current = self.time_limit, set(), function
+        if stand_ins and self.isolate and self.file_bytes:
+            self.stop()
+            self.file_bytes = 0
         self.stand_ins = dict(stand_ins or {})
         if self.isolate and self.proc is None:
             self.start()
