@@ -3,12 +3,14 @@
 Each submission runs in a child process of its own (``runner``, ``child``), under a wall-clock
 limit per function and CPU-time and memory limits, in a temporary folder; its answers come back
 as plain arrays (``wire``) and are compared, in this process, with the reference answers
-(``checks``), which the child never computes nor sees. Each function gets one line: PASS, "not
-implemented yet", or what is wrong (the stage or the rule, the worst entry, yours and ours, and
-a hint; a usual mistake by name; for an exception, the stage it was computing and a hint from
-the shapes, ``hints``; a function failing only because a function it calls fails, found by
-grading it again with the reference standing in for the callee). Whatever the file does (exit, hang, crash, print, patch the package)
-is reported in one line, and the next file is graded.
+(``checks``), which the child never computes (it sees a reference answer only where one of its
+functions is graded again with the grader's answer standing in for a failing callee, in a fresh
+child that may write no file). Each function gets one line: PASS, "not implemented yet", or what
+is wrong (the stage or the rule, the worst entry, yours and ours, and a hint; a usual mistake by
+name; for an exception, the stage it was computing and a hint from the shapes, ``hints``; a
+function that fails only because a function it calls fails says so). Whatever the file does
+(exit, hang, crash, print, patch the package) is reported in one line, and the next file is
+graded. Each exercise's "predict, then run" constants are checked against runs made here.
 
 This isolates the reference from the student's code; it is not a security sandbox: grade files
 you do not trust in a container.
