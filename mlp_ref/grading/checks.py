@@ -573,6 +573,7 @@ def _slope(lrs, drift):
     return float(np.polyfit(np.log(lrs), np.log(drift), 1)[0]) if min(drift) > 0 else 0.0
 
 
+@functools.lru_cache(maxsize=None)
 def _naive_drift_order():
     net, X, _ = visible()
     lrs = np.logspace(-5, -3, 5)
@@ -663,6 +664,7 @@ def check_frozen_layers(fn):
              "layer never counts")
 
 
+@functools.lru_cache(maxsize=None)
 def _span_on_the_batch():
     """"freeze" when span projection with the batch as memory equals the output-layer freeze."""
     net, X, _ = visible()
@@ -672,6 +674,7 @@ def _span_on_the_batch():
     return "freeze" if same else "project"
 
 
+@functools.lru_cache(maxsize=None)
 def _span_drift_at_lr_1():
     net, X, memory = _span_setup()
     D = fixes.span_project(net, X, G_QUESTION, keep=[0], keep_X=memory)
@@ -718,6 +721,7 @@ def check_project_out1(fn):
                          k: 2 * D[k] - ref[k] for k in D}, "subtract the part that moves out1")])
 
 
+@functools.lru_cache(maxsize=None)
 def _gradient_order_holds():
     """Whether Adam's update of a projected gradient keeps J1 U = 0 (to 1e-9 of J1 g)."""
     net, X, _ = visible()
@@ -728,6 +732,7 @@ def _gradient_order_holds():
     return bool(max_abs(J @ flat(U)) <= 1e-9 * max_abs(J @ flat(g)) * 1e-3)
 
 
+@functools.lru_cache(maxsize=None)
 def _first_step_size():
     net, X, _ = visible()
     return max_abs(flat(Adam(lr=1e-3).update(net.gradient(X, G_QUESTION)))) / 1e-3
@@ -742,6 +747,7 @@ def _setup_10():
     return net, data.probe_inputs()[:64], X                  # new task's inputs; the memory
 
 
+@functools.lru_cache(maxsize=None)
 def _naive_gain_10():
     net, X, _ = _setup_10()
     before = net(X)[:, 1].mean()
@@ -768,6 +774,7 @@ def check_hold_on_memory(fn):
          f"({0.5 * naive:.4g}): yours {gain:.4g}", "step along the projected gradient, lr as given")
 
 
+@functools.lru_cache(maxsize=None)
 def _held_off_memory():
     net, X, memory = _setup_10()
     off = data.probe_inputs()[64:]
@@ -779,6 +786,7 @@ def _held_off_memory():
     return bool(max_abs(net(off)[:, 0] - start(off)[:, 0]) <= 1e-6)
 
 
+@functools.lru_cache(maxsize=None)
 def _gain_fraction():
     net, X, memory = _setup_10()
     before = net(X)[:, 1].mean()
@@ -794,6 +802,8 @@ def _kind(x):
 
 
 # -- "predict, then run" -----------------------------------------------------------------------
+# The runs the predictions are checked against (the functions with an lru_cache in this module)
+# are deterministic: each is made once per grader, however many files it grades.
 def predicted_number(measure, tol, what):
     """A check of a predicted number: within ``tol`` of what ``measure()`` gives."""
     def check(value):
@@ -816,22 +826,26 @@ def predicted_choice(measure, choices, what):
     return check
 
 
+@functools.lru_cache(maxsize=None)
 def _dw2_column0():
     net, X, _ = seed()
     return max_abs(net.gradient(X, G_QUESTION)["W2"][:, 0])
 
 
+@functools.lru_cache(maxsize=None)
 def _dw1_is_zero():
     net, X, _ = seed()
     return bool(max_abs(net.gradient(X, G_QUESTION)["W1"]) == 0.0)
 
 
+@functools.lru_cache(maxsize=None)
 def _mask_changes_direction():
     net, X, _ = seed()
     g, D = net.gradient(X, G_QUESTION), fixes.masked(net, X, G_QUESTION, np.array([0.0, 1.0]))
     return not all(np.array_equal(g[k], D[k]) for k in g)
 
 
+@functools.lru_cache(maxsize=None)
 def _masked_drift_order():
     net, X, _ = visible()
     lrs = np.logspace(-5, -3, 5)
@@ -839,6 +853,7 @@ def _masked_drift_order():
     return _slope(lrs, [max_abs(net.copy().step(D, lr)(X)[:, 0] - net(X)[:, 0]) for lr in lrs])
 
 
+@functools.lru_cache(maxsize=None)
 def _freeze_drift_unseen():
     net, X, _ = seed()
     probe = data.probe_inputs()
@@ -846,11 +861,13 @@ def _freeze_drift_unseen():
     return max_abs(net.copy().step(D, 10.0)(probe)[:, 0] - net(probe)[:, 0])
 
 
+@functools.lru_cache(maxsize=None)
 def _freeze_trainable_count():
     net, _, _ = seed()
     return sum(net.params[k].size for k in net.output_keys)
 
 
+@functools.lru_cache(maxsize=None)
 def _projected_order(on_batch):
     net, X, _ = visible()
     probe = data.probe_inputs()
@@ -860,16 +877,19 @@ def _projected_order(on_batch):
     return _slope(lrs, [max_abs(net.copy().step(D, lr)(where)[:, 0] - net(where)[:, 0]) for lr in lrs])
 
 
+@functools.lru_cache(maxsize=None)
 def _restore_steps():
     net, X, ref = _off_constraint()
     return len(fixes.restore(net, X, ref).history) - 1
 
 
+@functools.lru_cache(maxsize=None)
 def _larger_for_visible():
     net, X, _ = visible()
     return "dense" if len(X) * net.n_params > len(X) ** 2 else "gram"
 
 
+@functools.lru_cache(maxsize=None)
 def _adjoint_gap():
     net, X, _ = visible()
     D, alpha = _random_direction(net, 11), _rng(12).normal(size=len(X))
