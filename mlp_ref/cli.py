@@ -99,9 +99,20 @@ def cmd_figures(args):
     return 0
 
 
+def positive_seconds(text):
+    """A number of seconds above 0 and finite (--time-limit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:                 # False for NaN too
+        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
+    return value
+
+
 def cmd_check(args):
-    """Grade an exercise of tutorials/exercises (see mlp_ref/grading.py)."""
-    return grading.main(args.file)
+    """Grade exercises of tutorials/exercises, one file or a class (see mlp_ref/grading/)."""
+    return grading.main(args.files, gradebook=args.gradebook, time_limit=args.time_limit)
 
 
 def cmd_bench(args):
@@ -204,8 +215,13 @@ def build_parser():
     p.add_argument("--json", metavar="PATH", nargs="?", const=PROJECTION_COST_PATH, type=path,
                    help="also write the results as JSON into PATH (--json alone: the package's "
                         "projection_cost.json, which the figures and the README read)")
-    sub.add_parser("check", help=COMMANDS["check"][1]).add_argument("file", type=path,
-                                                                    help="the exercise file")
+    p = sub.add_parser("check", help=COMMANDS["check"][1])
+    p.add_argument("files", type=path, nargs="+", metavar="file",
+                   help="exercise files, or folders of them (a class's submissions)")
+    p.add_argument("--gradebook", metavar="CSV", type=path,
+                   help="write one row per file: file, exercise, passed, total, a column per function")
+    p.add_argument("--time-limit", type=positive_seconds, default=grading.TIME_LIMIT, metavar="SECONDS",
+                   help=f"seconds each function may run (default {grading.TIME_LIMIT:g})")
     return parser
 
 

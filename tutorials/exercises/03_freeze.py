@@ -1,5 +1,7 @@
 """Exercise 03 (after tutorial 04): freeze, the var_list recipe, and a head of out2's own.
 
+Expected time: 25 minutes.
+
 TensorFlow's minimize(loss, var_list=[W2, b2]) updates only the listed variables. Write it
 as a direction rule, then the stricter version that also leaves out1's own output weights
 alone, which holds out1 bit for bit whatever G is.
@@ -9,6 +11,13 @@ alone, which holds out1 bit for bit whatever G is.
 import numpy as np
 
 EXERCISE = "03_freeze"
+
+#: Predict, then run: after a step along freeze(..., ["W2", "b2"]) at lr 10, the largest
+#: change of out1 on 256 unseen inputs: a number.
+PREDICT_FREEZE_DRIFT = None
+
+#: How many of the question's network's 26 parameters does that step train? A number.
+PREDICT_TRAINABLE_COUNT = None
 
 
 def freeze(net, X, G, trainable):

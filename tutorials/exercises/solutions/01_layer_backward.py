@@ -1,5 +1,7 @@
 """Exercise 01 (after tutorial 01): the backward stages of one layer.
 
+Expected time: 30 minutes.
+
 A layer computes z = a_prev @ W + b and a = f(z). Its backward pass turns da = dL/da, the
 gradient arriving from above, into the four stages of the tutorial: dz, dW, db and da_prev.
 Write them, then chain two layers into the backward pass of the question's 3-4-2 network.
@@ -11,6 +13,13 @@ Check your work (it prints PASS, or the stage, the worst entry, yours and ours, 
 import numpy as np
 
 EXERCISE = "01_layer_backward"
+
+#: Predict, then run (before you write any code): with G = [0, -1] on the question's network,
+#: the largest |entry| of dW2[:, 0] (out1's output weights): a number.
+PREDICT_DW2_COLUMN0 = 0.0
+
+#: And is dW1 (the shared hidden layer's weights) all zero too? True or False.
+PREDICT_DW1_IS_ZERO = False
 
 
 def sigmoid(z):

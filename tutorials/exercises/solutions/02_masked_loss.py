@@ -1,5 +1,7 @@
 """Exercise 02 (after tutorial 03): the masked loss and its G.
 
+Expected time: 25 minutes.
+
 The accepted answer's loss2 multiplies the output by a 0/1 mask before the squared error.
 Write it with its gradient G = dL/dout, then the parameter direction a step on it takes, and
 see for yourself that with the question's G = [0, -1] the mask [0, 1] changes nothing.
@@ -9,6 +11,13 @@ see for yourself that with the question's G = [0, -1] the mask [0, 1] changes no
 import numpy as np
 
 EXERCISE = "02_masked_loss"
+
+#: Predict, then run: with G = [0, -1], does the mask [0, 1] change the direction at all?
+#: True or False.
+PREDICT_MASK_CHANGES_DIRECTION = False
+
+#: Out1's drift after one masked step at learning rate lr grows like lr^p: p = 1 or 2?
+PREDICT_MASKED_DRIFT_ORDER = 1
 
 
 def masked_mse(out, y, mask):

@@ -1,5 +1,7 @@
 """Exercise 04 (after tutorial 05): null-space projection, dense and then without J.
 
+Expected time: 50 minutes.
+
 The projected direction D = g - J1^T (J1 J1^T)^+ J1 g removes from the gradient g whatever
 moves out1 on the batch, to first order (J1 D = 0). Build J1 and project with np.linalg.pinv;
 then compute the same D from the Gram matrix J1 J1^T, which needs only the layer inputs and
@@ -12,6 +14,13 @@ import numpy as np
 from mlp_ref import jacobian
 
 EXERCISE = "04_projection"
+
+#: Predict, then run: out1's drift on the batch after one projected step grows like lr^p:
+#: p = 1 or 2?
+PREDICT_DRIFT_ORDER_ON_BATCH = 2
+
+#: And on 256 unseen inputs, off the batch: p = 1 or 2?
+PREDICT_DRIFT_ORDER_OFF_BATCH = 1
 
 
 def jacobian_out1(net, X):
