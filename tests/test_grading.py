@@ -386,6 +386,9 @@ def test_the_gradebook_of_a_folder_mixing_right_wrong_and_hostile_files(tmp_path
     assert [by_file["01_layer_backward_bob.py"][f] for f in functions01] == ["FAIL", "PASS", "FAIL"]
     assert by_file["carol.py"]["exercise"] == "01_layer_backward"
     assert by_file["carol.py"]["passed"] == "0" and "while importing it" in by_file["carol.py"]["note"]
+    # a file that cannot be graded counts against its exercise's whole total, ERROR in each column
+    assert by_file["carol.py"]["total"] == "5"
+    assert {by_file["carol.py"][f] for f in grading.graded("01_layer_backward")} == {"ERROR"}
     assert [by_file["dave.py"][f] for f in grading.EXERCISES["04_projection"][1]] == ["FAIL"] * 4
     assert by_file["erin.py"]["exercise"] == "03_freeze" and by_file["erin.py"]["passed"] == "4"
     assert by_file["erin.py"]["sigmoid_backward"] == ""

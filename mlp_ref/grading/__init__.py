@@ -309,20 +309,28 @@ def _names_exercise(f):
         return True
 
 
+def graded(exercise):
+    """The functions and the "predict, then run" constants of ``exercise``: what it is graded on."""
+    return list(EXERCISES[exercise][1]) + list(PREDICTIONS.get(exercise, {}))
+
+
 def write_gradebook(results, path):
     """One CSV row per submission: file, exercise, passed, total, one column per function of
-    the exercises present (PASS/FAIL/TODO/ERROR), and the note of a file that cannot be graded."""
+    the exercises present (PASS/FAIL/TODO/ERROR), and the note of a file that cannot be graded.
+    Such a file of a known exercise counts 0 of that exercise's total, ERROR in each column."""
     columns = []
-    for exercise, (_, checks) in EXERCISES.items():
+    for exercise in EXERCISES:
         if any(r.exercise == exercise for r in results):
-            columns += [c for c in list(checks) + list(PREDICTIONS.get(exercise, {}))
-                        if c not in columns]
+            columns += [c for c in graded(exercise) if c not in columns]
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["file", "exercise", "passed", "total", *columns, "note"])
         for r in results:
             status = {v.function: v.status for v in r.verdicts + r.predictions}
-            writer.writerow([r.path, r.exercise, r.passed, r.total,
+            total = r.total
+            if r.problem and r.exercise in EXERCISES:
+                status, total = dict.fromkeys(graded(r.exercise), "ERROR"), len(graded(r.exercise))
+            writer.writerow([r.path, r.exercise, r.passed, total,
                              *[status.get(c, "") for c in columns], r.problem])
 
 
