@@ -153,9 +153,9 @@ BROKEN = {
     "a missing return": ("01_layer_backward", "return da * s * (1.0 - s)", "da * s * (1.0 - s)",
                          "sigmoid_backward    FAIL  stage dz: your function returned None (a missing return?)"),
     "exit() in a function": ("01_layer_backward", "    s = sigmoid(z)\n", "    exit()\n",
-                             "sigmoid_backward    FAIL  called exit (exit()) (line "),
+                             "sigmoid_backward    ERROR called exit (exit()) (line "),
     "a typo that raises": ("01_layer_backward", "    s = sigmoid(z)\n", "    s = sigmoidd(z)\n",
-                           "sigmoid_backward    FAIL  stage s: raised NameError: name 'sigmoidd' is not defined"
+                           "sigmoid_backward    ERROR stage s: raised NameError: name 'sigmoidd' is not defined"
                            " (line "),
 }
 

@@ -47,12 +47,12 @@ def mistake(tmp_path, exercise, right, wrong, name=None):
 MISTAKES = {
     "a forgotten transpose (dz @ W)": (
         "01_layer_backward", "da_prev = dz @ W.T", "da_prev = dz @ W",
-        ["affine_backward     FAIL  stage da_prev: raised ValueError (line ",
+        ["affine_backward     ERROR stage da_prev: raised ValueError (line ",
          "hint: dz (6, 4) @ W (3, 4): the inner sizes differ (4 and 3); da_prev = dz @ W.T?",
          "hint: dz (8, 2) @ W (4, 2): the inner sizes differ (2 and 4); da_prev = dz @ W.T?"]),
     "a sum over the wrong axis that breaks broadcasting": (
         "01_layer_backward", "return da * s * (1.0 - s)", "return da * s * (1.0 - s).sum(axis=1)",
-        ["sigmoid_backward    FAIL  raised ValueError (line ",
+        ["sigmoid_backward    ERROR raised ValueError (line ",
          "(1.0 - s).sum(axis=1) (5,) do not broadcast: one of them lost an axis"]),
     "the sign of sigmoid' flipped, s * (s - 1)": (
         "01_layer_backward", "return da * s * (1.0 - s)", "return da * s * (s - 1.0)",
@@ -260,25 +260,25 @@ def test_a_file_that_exits_at_import_is_one_line_and_never_passes():
 HOSTILE_SAID = {
     "exit_at_import.py": ["the process running it ended (exit status 0) while importing it"],
     "exit_in_function.py": [
-        "sigmoid_backward    FAIL  the process running it ended (exit status 0) during the call",
-        "affine_backward     FAIL  called exit (exit(3)) (line 11)",
-        "two_layer_backward  FAIL  called exit (exit(0)) (line 16)"],
+        "sigmoid_backward    ERROR the process running it ended (exit status 0) during the call",
+        "affine_backward     ERROR called exit (exit(3)) (line 11)",
+        "two_layer_backward  ERROR called exit (exit(0)) (line 16)"],
     "closes_its_output.py": [
-        "sigmoid_backward    FAIL  raised ValueError: I/O operation on closed file. (line 11)",
-        "affine_backward     FAIL  the process running it ended",
+        "sigmoid_backward    ERROR raised ValueError: I/O operation on closed file. (line 11)",
+        "affine_backward     ERROR the process running it ended",
         "two_layer_backward  not implemented yet"],
-    "hangs.py": [f"sigmoid_backward    FAIL  still running after {LIMIT_S:g} s (an endless loop?): stopped",
-                 f"affine_backward     FAIL  still running after {LIMIT_S:g} s (an endless loop?): stopped",
+    "hangs.py": [f"sigmoid_backward    ERROR still running after {LIMIT_S:g} s (an endless loop?): stopped",
+                 f"affine_backward     ERROR still running after {LIMIT_S:g} s (an endless loop?): stopped",
                  "two_layer_backward  not implemented yet"],
     "hangs_at_import.py": [f"importing it took more than {LIMIT_S:g} s (an endless loop at the top level?)"],
-    "allocates_20_gb.py": ["sigmoid_backward    FAIL  stage big: raised MemoryError",
-                           "affine_backward     FAIL  raised MemoryError"],
+    "allocates_20_gb.py": ["sigmoid_backward    ERROR stage big: raised MemoryError",
+                           "affine_backward     ERROR raised MemoryError"],
     "patches_the_grader.py": ["masked_mse        FAIL  stage loss: worst entry",
                               "masked_direction  FAIL  stage D['W1']: worst entry"],
-    "raises_anything.py": ["jacobian_out1  FAIL  raised KeyboardInterrupt (line 9)",
-                           "project_dense  FAIL  raised GeneratorExit (line 13)",
-                           "gram_out1      FAIL  raised Sneaky: not an Exception (line 17)",
-                           "project_gram   FAIL  raised TimedOut (line 22)"],
+    "raises_anything.py": ["jacobian_out1  ERROR raised KeyboardInterrupt (line 9)",
+                           "project_dense  ERROR raised GeneratorExit (line 13)",
+                           "gram_out1      ERROR raised Sneaky: not an Exception (line 17)",
+                           "project_gram   ERROR raised TimedOut (line 22)"],
     "uses_the_package.py": [
         "jacobian_out1  FAIL  calls jacobian.dense_rows, mlp_ref's own implementation",
         "project_dense  FAIL  calls fixes.project_dense, mlp_ref's own implementation",
@@ -295,13 +295,13 @@ HOSTILE_SAID = {
         "affine_backward     FAIL  stage dW: not an array of the expected shape (3, 4): got Liar",
         "two_layer_backward  FAIL  stage dout: not an array of the expected shape (8, 2): got function"],
     "fails_its_second_import.py": [
-        f"sigmoid_backward    FAIL  still running after {LIMIT_S:g} s (an endless loop?): stopped",
-        "affine_backward     FAIL  started again, the file failed: the process running it ended "
+        f"sigmoid_backward    ERROR still running after {LIMIT_S:g} s (an endless loop?): stopped",
+        "affine_backward     ERROR started again, the file failed: the process running it ended "
         "(exit status 7) while importing it",
         "two_layer_backward  FAIL  expected a dict of stages, got NoneType"],
     "talks_on_the_channel.py": [
-        "sigmoid_backward    FAIL  the process sent something that is not an answer",
-        "affine_backward     FAIL  the process sent something that is not an answer"],
+        "sigmoid_backward    ERROR the process sent something that is not an answer",
+        "affine_backward     ERROR the process sent something that is not an answer"],
 }
 
 

@@ -266,7 +266,7 @@ def _lines(verdicts, indent="  "):
     width = max(len(v.function) for v in verdicts) + 2
     lines = []
     for v in verdicts:
-        text = {"PASS": "PASS", "TODO": v.what or "not implemented yet"}.get(v.status, f"FAIL  {v.what}")
+        text = {"PASS": "PASS", "TODO": v.what or "not implemented yet"}.get(v.status, f"{v.status:<6}{v.what}")
         lines.append(f"{indent}{v.function:{width}}{text}")
         if v.hint:
             lines.append(f"{indent}{'':{width}}hint: {v.hint}")
