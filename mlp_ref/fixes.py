@@ -490,3 +490,6 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
                 D = J.rmatvec(solve(r))                           # J^T (J J^T)^+ r
             restoring_step(net, D, history[-1])
     return restore_report(history, tol, note, solve, r.size)
+
+
+from .baselines import Bases, agem, ewc, ewc_merge, fisher_diagonal, gpm, gpm_bases  # noqa: E402,F401
