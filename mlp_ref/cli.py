@@ -158,6 +158,31 @@ def check_bench_args(args):
     return None
 
 
+def cmd_continual_table(args):
+    """The field's table: permuted digits, every method's R, ACC and BWT (measurements/permuted.py)."""
+    import json
+
+    from .measurements import permuted
+    if args.json is not None:
+        try:                                      # before the run, not after a minute of it
+            _files.check_target("--json", args.json)
+        except (OSError, TypeError) as exc:
+            print(str(exc), file=sys.stderr)
+            return 2
+
+    def log(line):
+        print(f"\r{line}   ", end="", file=sys.stderr, flush=True)
+
+    result = permuted.run(log=log)
+    print(file=sys.stderr)
+    failed = args.json and _files.write_results(args.json, json.dumps(permuted.as_json(result), indent=1) + "\n")
+    print(permuted.format_table(result))
+    if failed:
+        print(failed, file=sys.stderr)
+        return 1
+    return 0
+
+
 COMMANDS = {
     "table": (cmd_table, "the question's side-by-side table of every fix (the default)"),
     "replay": (cmd_replay, "replay the accepted answer's TensorFlow script in NumPy"),
@@ -165,6 +190,7 @@ COMMANDS = {
     "figures": (cmd_figures, "regenerate every figure into figures/ or --out DIR (PNG; --format svg or pdf)"),
     "bench": (cmd_bench, "time a training step against its matmuls, and each fix's cost"),
     "check": (cmd_check, "grade your answer to an exercise: check tutorials/exercises/01_....py"),
+    "continual-table": (cmd_continual_table, "the field's table: EWC, A-GEM, GPM, projection on permuted digits"),
 }
 
 
@@ -206,6 +232,8 @@ def build_parser():
                         "projection_cost.json, which the figures and the README read)")
     sub.add_parser("check", help=COMMANDS["check"][1]).add_argument("file", type=path,
                                                                     help="the exercise file")
+    p = sub.add_parser("continual-table", help=COMMANDS["continual-table"][1])
+    p.add_argument("--json", metavar="FILE", type=path, help="also write R, ACC and BWT as JSON into FILE")
     return parser
 
 
