@@ -1,0 +1,114 @@
+"""The field's protocol on permuted digits (measurements/permuted.py): ACC and BWT against their
+definitions, the tasks, what each method holds on a small run, and (slow) every number tutorial
+09 and the README state, asserted on the run they come from (``figures.permuted_run``, the very
+run field_accuracy.png and field_acc_bwt.png are drawn from), and continual-table's output."""
+import json
+
+import numpy as np
+import pytest
+
+from mlp_ref import figures
+from mlp_ref.measurements import permuted
+
+
+def test_acc_and_bwt_are_their_definitions():
+    rng = np.random.default_rng(0)
+    for T in (2, 3, 5):
+        R = rng.random((T, T))
+        acc, bwt = permuted.acc_bwt(R)
+        assert acc == pytest.approx(sum(R[T - 1, j] for j in range(T)) / T, rel=1e-15)
+        assert bwt == pytest.approx(sum(R[T - 1, j] - R[j, j] for j in range(T - 1)) / (T - 1), rel=1e-14)
+    no_forgetting = np.tril(np.ones((4, 4))) * 0.9
+    assert permuted.acc_bwt(no_forgetting) == (0.9, 0.0)
+
+
+def test_every_task_is_the_same_images_through_its_own_fixed_permutation():
+    perms = permuted.permutations()
+    assert perms.shape == (permuted.TASKS, 64)
+    assert all(sorted(p) == list(range(64)) for p in perms)
+    assert len({tuple(p) for p in perms}) == permuted.TASKS
+    assert np.array_equal(perms, permuted.permutations())              # seeded: the same twice
+    tasks = permuted.task_data()
+    for task, p in zip(tasks[1:], perms[1:]):
+        first = tasks[0]
+        # undo each permutation: the same (centred, scaled) image under every task
+        assert np.array_equal(task["X"][:, np.argsort(p)], first["X"][:, np.argsort(perms[0])])
+        assert np.array_equal(task["y"], first["y"]) and np.array_equal(task["t"], first["t"])
+
+
+@pytest.fixture(scope="module")
+def small():
+    """Every method on three tasks, a narrow network and 12 steps each: a second or two."""
+    tasks = permuted.task_data(tasks=3)
+    return {m: permuted.run_method(m, tasks, hidden=16, steps=12, m=5) for m in permuted.METHODS}
+
+
+def test_every_method_fills_its_accuracy_matrix_and_reports_its_own_acc_and_bwt(small):
+    for name, r in small.items():
+        R = r["R"]
+        assert R.shape == (3, 3) and np.all((0 <= R) & (R <= 1)), name
+        assert (r["ACC"], r["BWT"]) == permuted.acc_bwt(R), name
+
+
+def test_gpm_at_threshold_one_freezes_what_it_has_seen_and_forgets_nothing():
+    """Bases of every layer's inputs on a task's 1,198 training images span all that these
+    inputs span (the pixels and the bias: rank 62 of 65, three pixels constant; the hidden
+    layers: 17 of 17): the later tasks move no layer input of task 1's images beyond round-off,
+    so every accuracy of task 1 stays, bit for bit in R."""
+    tasks = permuted.task_data(tasks=3)
+    r = permuted.run_method("gpm", tasks, hidden=16, steps=12, threshold=1.0)
+    X1 = np.hstack([tasks[0]["X"], np.ones((len(tasks[0]["X"]), 1))])
+    assert r["ranks"][0] == [np.linalg.matrix_rank(X1), 17, 17] == [62, 17, 17]
+    assert np.all(r["R"][:, 0] == r["R"][0, 0])
+    assert r["BWT"] == 0.0
+
+
+def test_joint_sees_every_task_so_far_and_naive_only_the_last(small):
+    """After the first task both have seen the same data amount; from then on naive trains
+    only on the newest task, joint on all: joint keeps more of task 1."""
+    assert small["joint"]["R"][-1, 0] > small["naive"]["R"][-1, 0]
+
+
+# -- the protocol's full run: tutorial 09's numbers -------------------------------------------
+@pytest.fixture(scope="module")
+def full():
+    return figures.permuted_run()
+
+
+def _r(full, name):
+    return full["methods"][name]
+
+
+@pytest.mark.slow
+def test_tutorial_09_numbers(full):
+    """What tutorial 09 (section 2 and 'What to remember') and the README say of the table."""
+    m = full["methods"]
+    acc = {k: v["ACC"] for k, v in m.items()}
+    bwt = {k: v["BWT"] for k, v in m.items()}
+    # every task is learnt alone to 91-94% (the diagonal of naive)
+    diag = np.diag(m["naive"]["R"])
+    assert 0.91 <= diag.min() and diag.max() <= 0.94
+    # naive forgets: ACC 0.36, BWT -0.71
+    assert round(acc["naive"], 2) == 0.36 and round(bwt["naive"], 2) == -0.71
+    # the order by ACC, from the top: joint, then gpm and project, then agem/ewc, then naive
+    assert acc["joint"] == max(acc.values())
+    assert acc["naive"] == min(acc.values())
+    assert min(acc["gpm"], acc["project"]) > max(acc["agem"], acc["ewc"])
+    # GPM forgets least among the sequential methods
+    assert bwt["gpm"] == max(bwt[k] for k in ("naive", "ewc", "agem", "gpm", "project"))
+    for name in m:
+        print(name, round(acc[name], 2), round(bwt[name], 2))
+
+
+@pytest.mark.slow
+def test_continual_table_prints_the_table_and_writes_the_json(tmp_path, capsys):
+    from mlp_ref import cli
+    path = tmp_path / "table.json"
+    assert cli.main(["continual-table", "--json", str(path)]) == 0
+    out = capsys.readouterr()
+    doc = json.loads(path.read_text())
+    assert set(doc["methods"]) == set(permuted.METHODS)
+    for name, r in doc["methods"].items():
+        assert (r["ACC"], r["BWT"]) == pytest.approx(permuted.acc_bwt(r["R"]), abs=0)
+        assert name in out.out
+    assert "continual-table:" in out.err
