@@ -122,3 +122,27 @@ def test_continual_table_prints_the_table_and_writes_the_json(tmp_path, capsys):
         assert (r["ACC"], r["BWT"]) == pytest.approx(permuted.acc_bwt(r["R"]), abs=0)
         assert name in out.out
     assert "continual-table:" in out.err
+
+
+@pytest.mark.slow
+def test_tutorial_09_states_the_runs_numbers(full):
+    """Each ACC and BWT tutorial 09 quotes is the run's, rounded as the text rounds it."""
+    from mlp_ref import tutorial
+    from _runs import ROOT
+    text = " ".join(c.source for c in tutorial.cells((ROOT / "tutorials" / "09_the_field.py").read_text())
+                    if c.kind == "markdown")
+    text = " ".join(text.replace("#", " ").split())
+    m = full["methods"]
+
+    def minus(x):
+        return f"{x:.2f}".replace("-", "\u2212")
+    claims = [f"Naive forgets: ACC {m['naive']['ACC']:.2f}, BWT {minus(m['naive']['BWT'])}",
+              f"EWC (ACC {m['ewc']['ACC']:.2f}, BWT {minus(m['ewc']['BWT'])})",
+              f"A-GEM ({m['agem']['ACC']:.2f}, {minus(m['agem']['BWT'])})",
+              f"BWT {minus(m['gpm']['BWT'])}, and learns each new task less",
+              f"falls to {m['gpm']['R'][-1, -1]:.2f} by task 5",
+              f"ACC {m['project']['ACC']:.2f} (BWT {minus(m['project']['BWT'])})",
+              f"reaches {m['joint']['ACC']:.2f} (BWT {minus(m['joint']['BWT'])})",
+              f"{m['project']['constraints']} constraints at the last task"]
+    for claim in claims:
+        assert claim in text, claim
