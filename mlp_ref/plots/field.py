@@ -29,7 +29,7 @@ def field_accuracy(result, axes=None):
     methods = list(result["methods"])
 
     def make():
-        fig = new_figure(height=4.6)
+        fig = new_figure(height=4.2)
         return fig, fig.subplots(1, len(methods), sharey=True)
     fig, axs = take_axes(axes, len(methods), make)
     image = None
@@ -40,8 +40,8 @@ def field_accuracy(result, axes=None):
         for (i, j), v in np.ndenumerate(R):
             ax.text(j, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=8,
                     color="black" if v > 0.55 else "white")
-        ax.set_title(f"{_style(name)[2]}\nACC {r['ACC']:.2f}, BWT {r['BWT']:+.2f}".replace("-", "\u2212"),
-                     fontsize=11)
+        ax.set_title(f"{_style(name)[2]}\nACC {r['ACC']:.2f}\nBWT {r['BWT']:+.2f}".replace("-", "\u2212"),
+                     fontsize=10)
         ticks = range(R.shape[0])
         ax.set_xticks(ticks, [str(t + 1) for t in ticks])
         ax.set_yticks(ticks, [str(t + 1) for t in ticks])
