@@ -146,3 +146,21 @@ def test_tutorial_09_states_the_runs_numbers(full):
               f"{m['project']['constraints']} constraints at the last task"]
     for claim in claims:
         assert claim in text, claim
+
+
+def test_the_field_figures_draw_each_method_into_given_axes(small):
+    from matplotlib.figure import Figure
+
+    from mlp_ref import plots
+    result = {"methods": small, "setup": {"tasks": 3}}
+    fig = Figure()
+    axes = fig.subplots(1, len(small))
+    assert plots.field_accuracy(result, axes=axes) is fig
+    for ax, (name, r) in zip(axes, small.items()):
+        assert f"ACC {r['ACC']:.2f}" in ax.get_title()
+        assert np.array_equal(ax.images[0].get_array(), r["R"])
+    fig2 = Figure()
+    ax = fig2.subplots()
+    plots.field_acc_bwt(result, axes=ax)
+    points = np.vstack([c.get_offsets() for c in ax.collections])
+    assert np.array_equal(points, [[r["BWT"], r["ACC"]] for r in small.values()])
