@@ -97,11 +97,15 @@ def scale_cost(ladder, axes=None):
         colour, marker = _ROUTES.get(route, ("0.3", "o"))
         time_ax.plot(n, [r["ms_per_step"] for r in rows], marker=marker, color=colour, label=route)
         mem_ax.plot(n, [r["peak_mib"] for r in rows], marker=marker, color=colour, label=route)
+        if "bases_peak_mib" in rows[0]:
+            mem_ax.plot(n, [r["bases_peak_mib"] for r in rows], color=colour, ls="--", lw=1)
         acc_ax.plot(n, [r["old_acc"] for r in rows], marker=marker, color=colour, label=f"{route}: old")
         acc_ax.plot(n, [r["new_acc"] for r in rows], marker=marker, color=colour, ls=":", mfc="white")
     time_ax.set_ylabel("ms per step")
     time_ax.set_yscale("log")
     mem_ax.set_ylabel("peak MiB of a step (tracemalloc)")
+    mem_ax.text(0.02, 0.97, "dashed: building GPM's bases, once", transform=mem_ax.transAxes,
+                va="top", fontsize=10, color="0.35")
     mem_ax.set_yscale("log")
     acc_ax.set_ylabel("test accuracy: old (solid), new (dotted)")
     acc_ax.set_ylim(0, 1.02)
