@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import math
 import os
 import sys
@@ -10,7 +11,7 @@ import sys
 from . import _checks, _files, bench, grading, report
 from ._argtypes import path, rows_list, sizes_list, whole
 from .figures import FIGURES, FORMATS, write_all
-from .measurements import answer_replay, splitting, table
+from .measurements import answer_replay, permuted, splitting, table
 from .resources import PROJECTION_COST_PATH
 from .setups import G_QUESTION, N_PROBE, seed_setup
 from .tutorial import show_params, show_stages
@@ -160,9 +161,6 @@ def check_bench_args(args):
 
 def cmd_continual_table(args):
     """The field's table: permuted digits, every method's R, ACC and BWT (measurements/permuted.py)."""
-    import json
-
-    from .measurements import permuted
     if args.json is not None:
         try:                                      # before the run, not after a minute of it
             _files.check_target("--json", args.json)

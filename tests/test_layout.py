@@ -75,7 +75,7 @@ ROOMS = [
               "mlp_ref._memory", "mlp_ref._model_checks", "mlp_ref.activations", "mlp_ref.resources",
               "mlp_ref.saving", "mlp_ref.network", "mlp_ref.losses", "mlp_ref.data",
               "mlp_ref.setups", "mlp_ref.gradcheck", "mlp_ref.architectures",
-              "mlp_ref.jacobian", "mlp_ref.fixes", "mlp_ref.optim"}),
+              "mlp_ref.jacobian", "mlp_ref.fixes", "mlp_ref.baselines", "mlp_ref.optim"}),
     ("fast tier", {"mlp_ref.fast"}),
     ("measurements", {m for m in MODULES if m.startswith("mlp_ref.measurements")}),
     ("plots", {m for m in MODULES if m.startswith("mlp_ref.plots")}),
