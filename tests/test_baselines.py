@@ -294,3 +294,27 @@ def test_every_rule_is_a_pure_function_of_the_network():
         fixes.ewc(net, X, G, fixes.fisher_diagonal(net, KX, KG), before, 1.0)
         fixes.gpm(net, X, G, fixes.gpm_bases(net, KX))
         assert all(np.array_equal(before[k], net.params[k]) for k in before)
+
+
+def test_tutorial_09s_small_example():
+    """Tutorial 09, section 1: A-GEM's D.r at round-off where g.r < 0; GPM at 1.0 moves the
+    memory's outputs within the round-off bound at lr 1 and 100, the batch's by more than 1."""
+    net = mr.MLP([6, 9, 8, 4], hidden="tanh", init_std=0.5, seed=0)
+    rng = np.random.default_rng(1)
+    X, G, keep_X = rng.normal(size=(10, 6)), rng.normal(size=(10, 4)), rng.normal(size=(5, 6))
+    keep_G = rng.normal(size=(5, 4))
+    g = net.gradient(X, G)
+    if baselines.dot(g, net.gradient(keep_X, keep_G)) > 0:
+        keep_G = -keep_G
+    r = net.gradient(keep_X, keep_G)
+    D = fixes.agem(net, X, G, keep_X, keep_G)
+    eps, P = float(np.finfo(float).eps), net.n_params
+    assert baselines.dot(g, r) < 0
+    assert abs(baselines.dot(D, r)) <= 4 * (P + 2) * eps * (_abs_dot(D, r) + _abs_dot(g, r))
+    bases = fixes.gpm_bases(net, keep_X, threshold=1.0)
+    Dg = fixes.gpm(net, X, G, bases)
+    for lr in (1.0, 100.0):
+        stepped = net.copy()
+        stepped.step(Dg, lr)
+        assert np.max(np.abs(stepped(keep_X) - net(keep_X))) <= _forward_drift_bound(net, keep_X, Dg, lr)
+        assert np.max(np.abs(stepped(X) - net(X))) > 1.0

@@ -49,22 +49,29 @@ M = result["methods"]
 #   a $d \times d$ matrix whatever the number of rows, and kept to an energy fraction (the
 #   threshold) or cut at an eigenvalue (Adam-NSCL, AlphaEdit: `gpm_bases(..., cut=...)`).
 #
-# On a small network: A-GEM's correction leaves $D \cdot r$ at round-off; GPM at threshold 1.0
-# leaves the memory's outputs where they were even at $\eta = 100$.
+# On a small network, with a memory whose gradient conflicts with the batch's: A-GEM's
+# correction leaves $D \cdot r$ at round-off; a step along GPM at threshold 1.0 moves the
+# memory's outputs only by round-off, at $\eta = 1$ as at $\eta = 100$ (where the stepped
+# weights are large, and so is their round-off), while it moves the batch's outputs by several units or more.
 
 # %%
 net = mr.MLP([6, 9, 8, 4], hidden="tanh", init_std=0.5, seed=0)
 rng = np.random.default_rng(1)
 X, G, keep_X = rng.normal(size=(10, 6)), rng.normal(size=(10, 4)), rng.normal(size=(5, 6))
-keep_G = -G[:5]
-g, r = net.gradient(X, G), net.gradient(keep_X, keep_G)
+keep_G = rng.normal(size=(5, 4))
+g = net.gradient(X, G)
+if baselines.dot(g, net.gradient(keep_X, keep_G)) > 0:      # the sign at which they conflict
+    keep_G = -keep_G
+r = net.gradient(keep_X, keep_G)
 D = fixes.agem(net, X, G, keep_X, keep_G)
 print(f"A-GEM: g.r = {baselines.dot(g, r):+.3g}, D.r = {baselines.dot(D, r):+.1e}")
 bases = fixes.gpm_bases(net, keep_X, threshold=1.0)
-stepped = net.copy()
-stepped.step(fixes.gpm(net, X, G, bases), 100.0)
-print(f"GPM at 1.0, ranks {bases.ranks[0]}: max |change of every output on keep_X| at lr 100 = "
-      f"{np.max(np.abs(stepped(keep_X) - net(keep_X))):.1e}")
+print("GPM at 1.0, ranks of the bases per layer:", bases.ranks[0])
+for lr in (1.0, 100.0):
+    stepped = net.copy()
+    stepped.step(fixes.gpm(net, X, G, bases), lr)
+    print(f"  lr {lr:5}: max |change of every output| on keep_X {np.max(np.abs(stepped(keep_X) - net(keep_X))):.1e}, "
+          f"on the batch {np.max(np.abs(stepped(X) - net(X))):.3g}")
 
 # %% [markdown]
 # ## 2. The protocol: five permuted digit tasks, one shared head
