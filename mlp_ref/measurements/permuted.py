@@ -43,7 +43,7 @@ INIT_STD = 0.1
 #: alone moves theta_k - anchor_k by the factor 1 - lr lam F_k a step, stable exactly while
 #: lr lam F_k < 2, so this is half the largest stable weight (a larger one diverges at this lr).
 EWC_SAFETY = 1.0
-#: GPM's energy threshold (Saha et al. 2021 use 0.95 to 0.99 on their MLPs).
+#: GPM's energy threshold (Saha et al.'s Permuted MNIST script uses 0.95, 0.99, 0.99 per layer).
 GPM_THRESHOLD = 0.97
 METHODS = ("naive", "ewc", "agem", "gpm", "project", "joint")
 
