@@ -182,7 +182,7 @@ figure("scale_cost", ladder)
 # rows: bases of ranks 54, 65, 65, layers 2 and 3 spanned), at 0.99 and 0.999 from 2,560 on, no
 # new digit is right (at most 1%) while 98% of the old ones stay right. At threshold 1.0 the
 # memory's outputs move by round-off only, below 2e-14 at every size, and from 2,560 constraints
-# on the old test images' too: every layer is spanned, nothing moves.
+# on the old test images' too: their layer inputs all lie in the bases' span, and nothing moves.
 # At 0.9 it learns (72% to 81% of the new digits) but holds only approximately: the memory's
 # outputs move by up to 0.66. The exact route at 4,095 constraints holds the memory to 3.3e-04
 # and learns 78% of the new digits, keeping 92% of the old. The times are one run's on this
