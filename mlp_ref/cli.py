@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import json
 import math
 import os
 import sys
@@ -10,7 +11,7 @@ import sys
 from . import _checks, _files, bench, grading, report
 from ._argtypes import path, rows_list, sizes_list, whole
 from .figures import FIGURES, FORMATS, write_all
-from .measurements import answer_replay, splitting, table
+from .measurements import answer_replay, permuted, splitting, table
 from .resources import PROJECTION_COST_PATH
 from .setups import G_QUESTION, N_PROBE, seed_setup
 from .tutorial import show_params, show_stages
@@ -169,6 +170,28 @@ def check_bench_args(args):
     return None
 
 
+def cmd_continual_table(args):
+    """The field's table: permuted digits, every method's R, ACC and BWT (measurements/permuted.py)."""
+    if args.json is not None:
+        try:                                      # before the run, not after a minute of it
+            _files.check_target("--json", args.json)
+        except (OSError, TypeError) as exc:
+            print(str(exc), file=sys.stderr)
+            return 2
+
+    def log(line):
+        print(f"\r{line}   ", end="", file=sys.stderr, flush=True)
+
+    result = permuted.run(log=log)
+    print(file=sys.stderr)
+    failed = args.json and _files.write_results(args.json, json.dumps(permuted.as_json(result), indent=1) + "\n")
+    print(permuted.format_table(result))
+    if failed:
+        print(failed, file=sys.stderr)
+        return 1
+    return 0
+
+
 COMMANDS = {
     "table": (cmd_table, "the question's side-by-side table of every fix (the default)"),
     "replay": (cmd_replay, "replay the accepted answer's TensorFlow script in NumPy"),
@@ -176,6 +199,7 @@ COMMANDS = {
     "figures": (cmd_figures, "regenerate every figure into figures/ or --out DIR (PNG; --format svg or pdf)"),
     "bench": (cmd_bench, "time a training step against its matmuls, and each fix's cost"),
     "check": (cmd_check, "grade your answer to an exercise: check tutorials/exercises/01_....py"),
+    "continual-table": (cmd_continual_table, "the field's table: EWC, A-GEM, GPM, projection on permuted digits"),
 }
 
 
@@ -222,6 +246,8 @@ def build_parser():
                    help="write one row per file: file, exercise, passed, total, a column per function")
     p.add_argument("--time-limit", type=positive_seconds, default=grading.TIME_LIMIT, metavar="SECONDS",
                    help=f"seconds each function may run (default {grading.TIME_LIMIT:g})")
+    p = sub.add_parser("continual-table", help=COMMANDS["continual-table"][1])
+    p.add_argument("--json", metavar="FILE", type=path, help="also write R, ACC and BWT as JSON into FILE")
     return parser
 
 

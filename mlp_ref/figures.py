@@ -18,7 +18,8 @@ import time
 import numpy
 
 from . import _files
-from .measurements import continual, drift, optimizers, projection, projection_cost, question
+from .measurements import (continual, drift, optimizers, permuted, projection, projection_cost,
+                           question, scale)
 from .setups import G_QUESTION, LR, seed_setup
 
 #: The number of steps of trajectories.png and pareto.png (every rule of the question table).
@@ -189,6 +190,21 @@ def continual_run():
 def continual_cost():
     """The shipped cost sweep (timings are never taken while drawing), as continual_cost.png's arrays."""
     return continual.constraint_cost_data(continual.load_cost())
+
+
+@draws("field_accuracy", "field_acc_bwt")
+@measured
+def permuted_run():
+    """``permuted.run()``: the field's table on permuted digits, as tutorial 09 and
+    ``continual-table`` give it; tests/test_permuted.py asserts what they say of it."""
+    return permuted.run()
+
+
+@draws("scale_cost")
+@measured
+def scale_ladder():
+    """The shipped scale ladder (``python -m mlp_ref.measurements.scale --json``)."""
+    return scale.load()
 
 
 def write_all(out="figures", names=None, log=print, fmt="png"):

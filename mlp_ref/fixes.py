@@ -34,8 +34,10 @@ from ._model_checks import (check_net, check_nullspace, check_penalty, check_ref
                             check_rule, check_trainable, check_XG)
 from .pseudoinverse import GramSolver
 from .jacobian import flatten, unflatten
-# what a caller of the rules may catch or read: the warning, restore's report
+# what a caller of the rules may catch or read: the warning, restore's report; and the field's
+# rules, A-GEM, EWC and GPM, written in ``baselines``, read here as fixes.agem, fixes.gpm, ...
 from ._diagnosis import PrecisionWarning, RestoreReport  # noqa: F401
+from .baselines import Bases, agem, ewc, ewc_merge, fisher_diagonal, gpm, gpm_bases  # noqa: F401
 
 
 def naive(net, X, G):

@@ -57,7 +57,7 @@ def runs(tmp_path_factory):
 def test_every_figure_is_written(runs):
     (out, _, _, _), _ = runs
     assert sorted(p.name for p in out.iterdir()) == sorted(figures.FIGURES)
-    assert len(figures.FIGURES) == 15
+    assert len(figures.FIGURES) == 18
 
 
 def test_one_progress_line_per_figure_with_its_time(runs):

@@ -50,7 +50,7 @@ def test_there_are_tutorials():
     names = [p.name for p in TUTORIALS]
     assert names == ["01_forward_backward.py", "02_the_question.py", "03_masking.py",
                      "04_layer_splitting.py", "05_projection.py", "06_side_by_side.py",
-                     "07_from_numpy_to_frameworks.py", "08_a_real_task.py"]
+                     "07_from_numpy_to_frameworks.py", "08_a_real_task.py", "09_the_field.py"]
 
 
 @pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)

@@ -9,9 +9,11 @@ and dicts) and optional ``axes=``, draws it, computes nothing, and returns the F
     drift        drift_vs_lr, frameworks_drift_vs_lr, trajectories, pareto, heldout_drift
     optimizers   optimizer_order
     continual    continual_tradeoff, continual_steps, continual_cost (the real task)
+    field        field_accuracy, field_acc_bwt, scale_cost (the field's baselines, the ladder)
 """
 from .axes import ZERO_FLOOR
 from .continual import continual_cost, continual_steps, continual_tradeoff
+from .field import field_acc_bwt, field_accuracy, scale_cost
 from .drift import drift_vs_lr, frameworks_drift_vs_lr, heldout_drift, pareto, trajectories
 from .optimizers import optimizer_order
 from .projection import projection_cost, projection_geometry
@@ -19,6 +21,7 @@ from .question import backprop_stages, network_fixes, seed_problem, tangent_kern
 from .style import MARKERS, PALETTE
 
 __all__ = ["MARKERS", "PALETTE", "ZERO_FLOOR", "backprop_stages", "continual_cost", "continual_steps",
-           "continual_tradeoff", "drift_vs_lr", "frameworks_drift_vs_lr", "heldout_drift",
+           "continual_tradeoff", "drift_vs_lr", "field_acc_bwt", "field_accuracy", "frameworks_drift_vs_lr",
+           "heldout_drift",
            "network_fixes", "optimizer_order", "pareto", "projection_cost", "projection_geometry",
-           "seed_problem", "tangent_kernel", "trajectories"]
+           "scale_cost", "seed_problem", "tangent_kernel", "trajectories"]

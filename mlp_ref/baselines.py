@@ -1,0 +1,324 @@
+"""The field's baselines, as their formulas: A-GEM, EWC and GPM beside the exact projection.
+
+Continual learning and model editing compare every new rule with these. Each returns a
+direction D (a dict like params; a step is theta <- theta - lr * D), as the rules of ``fixes``
+do, and says what it holds:
+
+    rule   holds, on the memory (old data)                     per step, beyond a gradient
+    agem   nothing exactly: the memory's loss does not rise    one more gradient, a dot product
+           to first order (one averaged inequality)
+    ewc    nothing exactly: a pull back to the old parameters  nothing (the Fisher: once a task)
+           weighted by the diagonal Fisher (a penalty)
+    gpm    every layer's input span: at threshold 1.0 every    a (d x r) projection per layer
+           output on every memory row moves only by round-off,
+           at any lr; below 1.0, approximately
+
+(``fixes.project`` with keep_X = the memory is OGD, Farajtabar et al. 2019: the kept outputs to
+O(lr^2) on the memory, through a Gram of their n = rows x kept outputs constraints.) GPM holds
+more than was asked, every output through every unit, and so leaves the new task less to learn;
+its cost does not grow with the memory: each layer's basis comes from a (d x d) matrix
+accumulated over any number of rows.
+
+Every rule works on every model of the package (MLP, SplitHeads, TwoTower), through the MLPs
+it is made of (``net.pieces()``), or is refused with a TypeError starting ``net:``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _checks
+from ._checks import BadType, BadValue, check_inputs
+from ._model_checks import check_net, check_XG
+
+
+def dot(A, B):
+    """The inner product of two dicts like params, sum_k <A_k, B_k>, as a Python float."""
+    return float(sum(np.vdot(A[k], B[k]) for k in A))
+
+
+def _keep_XG(net, keep_X, keep_G):
+    keep_X = check_inputs(net, keep_X, "keep_X")
+    keep_G = _checks.rows_or_vector("keep_G", keep_G, net.dtype, keep_X.shape[0], net.sizes[-1])
+    return keep_X, keep_G
+
+
+# -- A-GEM ---------------------------------------------------------------------------------
+@_checks.overflow_is_reported
+def agem(net, X, G, keep_X, keep_G):
+    """Averaged Gradient Episodic Memory (Chaudhry et al. 2019): g, with the component that
+    would raise the memory's loss removed when, and only when, there is one.
+
+        g = gradient(X, G),   r = gradient(keep_X, keep_G)      (r: the memory's gradient)
+        D = g - min(0, g.r) / (r.r) * r                          (D = g when r.r = 0)
+
+    X (n, d), G (n, K) or (K,): the new batch and dL/dO there; keep_X (m, d), keep_G (m, K) or
+    (K,): the memory and the gradient of its loss with respect to its outputs.
+
+    Guarantee: D.r >= 0 (exactly 0 when the correction is made), so a small step does not raise
+    the memory's loss, to first order: one averaged inequality, not a held output. When
+    g.r >= 0 D is g itself, bit for bit.
+    """
+    X, G = check_XG(net, X, G)
+    keep_X, keep_G = _keep_XG(net, keep_X, keep_G)
+    g = net.gradient(X, G)
+    r = net.gradient(keep_X, keep_G)
+    g_r, r_r = dot(g, r), dot(r, r)
+    if not (np.isfinite(g_r) and np.isfinite(r_r)):
+        blamed = "G" if not np.isfinite(dot(g, g)) else "keep_G"
+        raise BadValue(f"{blamed}: expected values for which the dot products g.r and r.r stay "
+                       f"finite, got g.r = {g_r}, r.r = {r_r}", argument=blamed)
+    if g_r >= 0 or r_r == 0:
+        return g
+    return {k: g[k] - (g_r / r_r) * r[k] for k in g}
+
+
+# -- EWC -----------------------------------------------------------------------------------
+@_checks.overflow_is_reported
+def ewc(net, X, G, fisher, anchor, lam):
+    """Elastic Weight Consolidation (Kirkpatrick et al. 2017): the gradient of
+    L + lam/2 sum_k F_k (theta_k - anchor_k)^2,
+
+        D = g + lam * fisher * (theta - anchor)        per parameter, elementwise
+
+    fisher : dict like params, >= 0     the diagonal Fisher of the old task (``fisher_diagonal``)
+    anchor : dict like params           the parameters after the old task
+    lam    : >= 0                       the penalty's weight
+
+    Several old tasks: sum_t F_t (theta - anchor_t) = F (theta - anchor) with F = sum_t F_t and
+    anchor = sum_t F_t anchor_t / F (``ewc_merge``): one call holds them all.
+
+    Guarantee: none. At the anchor the pull is zero, so the first step is the plain one; after
+    that it is a restoring force whose weight nothing ties to an output: like ``fixes.penalty``,
+    a pull, never a guarantee.
+    """
+    X, G = check_XG(net, X, G)
+    fisher = _checks.param_dict("fisher", fisher, net.param_shapes, net.dtype)
+    if any(np.any(v < 0) for v in fisher.values()):
+        raise BadValue("fisher: expected a diagonal Fisher, every entry >= 0, got a negative "
+                       "entry", argument="fisher")
+    anchor = _checks.param_dict("anchor", anchor, net.param_shapes, net.dtype)
+    lam = _checks.real("lam", lam, low=0.0)
+    g = net.gradient(X, G)
+    D = {k: g[k] + lam * fisher[k] * (net.params[k] - anchor[k]) for k in g}
+    if not all(_checks.finite(v) for v in D.values()):
+        raise BadValue(f"lam: expected a weight for which lam * fisher * (theta - anchor) stays "
+                       f"finite in {net.dtype}, got lam = {lam:.3g}", argument="lam")
+    return D
+
+
+def ewc_merge(fishers, anchors):
+    """(F, anchor) of several tasks' penalties as one: F = sum_t F_t and anchor = sum_t F_t
+    anchor_t / F (anchor_t's last where F = 0), so that F (theta - anchor) = sum_t F_t (theta -
+    anchor_t) for every theta: the gradient of the summed penalties, exactly (but round-off)."""
+    F = {k: sum(f[k] for f in fishers) for k in fishers[0]}
+    anchor = {}
+    for k in F:
+        weighted = sum(f[k] * a[k] for f, a in zip(fishers, anchors))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            anchor[k] = np.where(F[k] > 0, weighted / np.where(F[k] > 0, F[k], 1), anchors[-1][k])
+    return F, anchor
+
+
+@_checks.overflow_is_reported
+def fisher_diagonal(net, keep_X, keep_G):
+    """The empirical diagonal Fisher of a memory: the mean over its rows of the squared per-row
+    gradients of the loss,
+
+        F_k = (1/m) sum_i (d l_i / d theta_k)^2
+
+    keep_X (m, d); keep_G (m, K): row i is d l_i / d O_i, the gradient of row i's own loss with
+    respect to its outputs (for l_i = ||O_i - y_i||^2: 2 (O_i - y_i); ``losses.mse``'s G is that
+    divided by m K, the mean's share).
+
+    A row's gradient of an MLP factors per layer: d l_i / d W_l = a_{l-1,i} dz_{l,i}^T (an outer
+    product) and d l_i / d b_l = dz_{l,i}, so its square is a_{l-1,i}^2 (dz_{l,i}^2)^T, and
+
+        F_{W_l} = (a_{l-1}^2)^T (dz_l^2) / m,     F_{b_l} = mean_i dz_{l,i}^2
+
+    (squares elementwise): one backward pass of keep_G, never m gradients.
+
+    Returns a dict like params, every entry >= 0.
+    """
+    net = check_net(net)
+    keep_X, keep_G = _keep_XG(net, keep_X, keep_G)
+    m = keep_X.shape[0]
+    F = {}
+    for piece in net.pieces():
+        mlp = piece.mlp
+        record = mlp.forward(keep_X)
+        stages = mlp.backward(record, keep_G[:, piece.outputs]).stages
+        part = {}
+        for l in range(1, mlp.depth + 1):
+            dz2 = stages[f"dz{l}"] ** 2
+            part[f"W{l}"] = (record.a[l - 1] ** 2).T @ dz2 / m
+            part[f"b{l}"] = dz2.sum(axis=0) / m
+        F.update(piece.to_model(part))
+    if not all(_checks.finite(v) for v in F.values()):
+        raise BadValue(f"keep_G: expected values whose squared per-row gradients stay finite in "
+                       f"{net.dtype}, got max |keep_G| = {float(np.abs(keep_G).max()):.3g}",
+                       argument="keep_G")
+    return F
+
+
+# -- GPM -----------------------------------------------------------------------------------
+@dataclass
+class Bases:
+    """GPM's memory: for each MLP of the model (``net.pieces()``) and each of its layers l, an
+    orthonormal basis U (n_{l-1} + 1, r) of the inputs [a_{l-1}, 1] that layer has seen on old
+    data. ``bases[p][l - 1]`` is piece p's layer l. ``ranks`` gives every r."""
+    bases: list
+
+    @property
+    def ranks(self):
+        return [[U.shape[1] for U in piece] for piece in self.bases]
+
+
+def _batches(net, keep_X):
+    """keep_X as a list of checked (rows, d) batches: one array, or any iterable of them."""
+    if isinstance(keep_X, np.ndarray) or (isinstance(keep_X, (list, tuple)) and keep_X
+                                          and np.ndim(keep_X[0]) < 2):
+        return [check_inputs(net, keep_X, "keep_X")]
+    if isinstance(keep_X, (str, bytes)) or not hasattr(keep_X, "__iter__"):
+        raise BadType(f"keep_X: expected an array (m, {net.sizes[0]}) or an iterable of such "
+                      f"batches, got {_checks.describe(keep_X)}", argument="keep_X")
+    return (check_inputs(net, batch, "keep_X") for batch in keep_X)
+
+
+def _check_bases(net, previous, name="previous"):
+    """Bases fit for ``net`` (one basis per layer of each piece, of its input width + 1), in its
+    dtype; None: empty bases."""
+    if previous is None:
+        return [[np.zeros((n + 1, 0), dtype=net.dtype) for n in piece.mlp.sizes[:-1]]
+                for piece in net.pieces()]
+    if not isinstance(previous, Bases):
+        raise BadType(f"{name}: expected the Bases of gpm_bases, got {_checks.describe(previous)}",
+                      argument=name)
+    want = [[n + 1 for n in piece.mlp.sizes[:-1]] for piece in net.pieces()]
+    got = [[U.shape[0] for U in piece] for piece in previous.bases]
+    if got != want:
+        raise BadValue(f"{name}: expected bases of layer inputs {want} (this model's), got "
+                       f"{got}", argument=name)
+    return [[U.astype(net.dtype, copy=False) for U in piece] for piece in previous.bases]
+
+
+@_checks.overflow_is_reported
+def gpm_bases(net, keep_X, threshold=None, cut=None, previous=None):
+    """Per layer, an orthonormal basis of the layer's inputs on old data (GPM, Saha et al. 2021).
+
+    keep_X    : (m, d) array, or any iterable of (rows, d) batches: the memory is read once, one
+                batch at a time, so what is kept is (d_l x d_l) per layer, never m x d_l
+    threshold : energy fraction in (0, 1] (GPM; default 0.99 when ``cut`` is not given)
+    cut       : eigenvalue cut in [0, 1) instead (the null-space rules: Adam-NSCL, Wang et al.
+                2021; AlphaEdit, Fang et al. 2025): keep every direction whose eigenvalue of the
+                covariance exceeds cut * its largest eigenvalue; the update then lives in the
+                span of the others, the (approximate) null space. cut = 0 keeps the whole range.
+    previous  : the Bases of earlier tasks, to merge with (GPM's update of its memory)
+
+    For each layer l the input rows x_i = [a_{l-1,i}, 1] give the uncentred covariance
+    C = sum_i x_i x_i^T (d x d, d = n_{l-1} + 1). It is held as its triangular factor R,
+    R^T R = C, updated batch by batch by a QR of [R; batch]: forming C itself would square the
+    rows' condition number and leave directions with components up to sqrt(eps) |x| outside the
+    basis, while R's singular values s_i are the rows' own (C's eigenvalues are s_i^2).
+
+    With previous bases M (d, r0), GPM's criterion (Saha et al., their eq. 8 and 9): the rows'
+    energy is ||R||_F^2 = sum_i |x_i|^2; M already captures ||R M||_F^2; the new directions are
+    the top right singular vectors of R (I - M M^T), as many as make the captured energy reach
+    ``threshold`` of the whole. threshold = 1.0 keeps every direction the rows have: every
+    singular value above the numerical rank tolerance d eps s_max (``np.linalg.matrix_rank``'s),
+    and then every row lies in the basis to round-off. A direction below that tolerance is never
+    kept, at any threshold: it is round-off, not data.
+
+    Returns Bases: per piece, per layer, [M, new] (orthonormal, r0 + k columns).
+    """
+    net = check_net(net)
+    if cut is not None and threshold is not None:
+        raise BadValue(f"cut: expected either threshold or cut, not both, got threshold = "
+                       f"{threshold!r} and cut = {cut!r}", argument="cut")
+    if cut is None:
+        threshold = 0.99 if threshold is None else _checks.real("threshold", threshold, low=0.0,
+                                                                 low_inclusive=False)
+        if threshold > 1.0:
+            raise BadValue(f"threshold: expected an energy fraction in (0, 1], got {threshold}",
+                           argument="threshold")
+    else:
+        cut = _checks.real("cut", cut, low=0.0)
+        if cut >= 1.0:
+            raise BadValue(f"cut: expected a fraction of the largest eigenvalue in [0, 1), got "
+                           f"{cut}", argument="cut")
+    old = _check_bases(net, previous)
+    pieces = net.pieces()
+    R = [[np.zeros((0, n + 1), dtype=net.dtype) for n in piece.mlp.sizes[:-1]] for piece in pieces]
+    rows = 0
+    for batch in _batches(net, keep_X):
+        rows += batch.shape[0]
+        for p, piece in enumerate(pieces):
+            record = piece.mlp.forward(batch)
+            for l in range(1, piece.mlp.depth + 1):
+                A1 = np.hstack([record.a[l - 1], np.ones((batch.shape[0], 1), dtype=net.dtype)])
+                R[p][l - 1] = np.linalg.qr(np.vstack([R[p][l - 1], A1]), mode="r")
+    if rows == 0:
+        raise BadValue("keep_X: expected at least one batch of rows, got none", argument="keep_X")
+    return Bases([[_grow(R[p][l], old[p][l], threshold, cut) for l in range(len(R[p]))]
+                  for p in range(len(pieces))])
+
+
+def _grow(R, M, threshold, cut):
+    """[M, V]: M and the directions of R (I - M M^T) that GPM's criterion (or the cut) keeps."""
+    d = R.shape[1]
+    s_all = np.linalg.svd(R, compute_uv=False)
+    tol = d * _checks.eps(R.dtype) * (s_all[0] if s_all.size else 0.0)
+    R_hat = R - (R @ M) @ M.T
+    _, s, Vt = np.linalg.svd(R_hat, full_matrices=False)
+    real = s > tol                                          # above round-off
+    if cut is not None:
+        keep = real & (s ** 2 > cut * s_all[0] ** 2)
+    elif threshold >= 1.0:
+        keep = real
+    else:
+        total = float(np.sum(s_all ** 2))                   # ||R||_F^2 = sum_i |x_i|^2
+        held = float(np.sum((R @ M) ** 2))                  # what M already captures
+        captured = held + np.cumsum(s ** 2)
+        k = 0 if held >= threshold * total else int(np.searchsorted(captured, threshold * total)) + 1
+        keep = real & (np.arange(s.size) < k)
+    V = Vt[keep].T
+    if M.shape[1] and V.shape[1]:
+        V = V - M @ (M.T @ V)                               # orthogonal to M to round-off: once more
+        V, _ = np.linalg.qr(V)
+    return np.hstack([M, V])
+
+
+@_checks.overflow_is_reported
+def gpm(net, X, G, bases):
+    """Gradient Projection Memory (Saha et al. 2021): each layer's update projected off the span
+    of that layer's old inputs,
+
+        [dW_l; db_l] <- (I - U_l U_l^T) [dW_l; db_l]         for every layer l, every column
+
+    g = gradient(X, G); U_l from ``gpm_bases`` (n_{l-1} + 1, r_l), orthonormal.
+
+    Why it holds: for an old input row x = [a_{l-1}, 1] in span(U_l), x (I - U_l U_l^T) = 0,
+    so z_l = x [W_l; b_l] does not move, at any lr; layer by layer from the first, every
+    activation on old data stays, and so does every output (the output layer's columns are all
+    projected: GPM holds every output, not only the ones asked for). At threshold 1.0 the rows
+    of keep_X lie in the span to round-off: their outputs move by round-off. Below 1.0 the rows'
+    components outside the span (1 - threshold of their energy, at most) move them.
+
+    Works on every model: each MLP of it (``net.pieces()``) with its own bases.
+    """
+    X, G = check_XG(net, X, G)
+    if bases is None:
+        raise BadType("bases: expected the Bases of gpm_bases, got None", argument="bases")
+    U = _check_bases(net, bases, "bases")
+    g = net.gradient(X, G)
+    D = dict(g)
+    for piece, piece_U in zip(net.pieces(), U):
+        part = piece.to_mlp(g)
+        out = {}
+        for l, Ul in enumerate(piece_U, 1):
+            Wb = np.vstack([part[f"W{l}"], part[f"b{l}"][None, :]])     # (n_{l-1} + 1, n_l)
+            Wb = Wb - Ul @ (Ul.T @ Wb)
+            out[f"W{l}"], out[f"b{l}"] = Wb[:-1], Wb[-1]
+        D.update(piece.to_model(out))
+    return D
