@@ -7,7 +7,7 @@ import math
 import os
 import sys
 
-from . import _checks, _files, bench, grading, report
+from . import _checks, _files, animate, bench, grading, report
 from ._argtypes import path, rows_list, sizes_list, whole
 from .figures import FIGURES, FORMATS, write_all
 from .measurements import answer_replay, splitting, table
@@ -99,6 +99,18 @@ def cmd_figures(args):
     return 0
 
 
+def cmd_animate(args):
+    """Write the animations (GIFs) into --out (default: figures/)."""
+    try:
+        animate.write_all(args.out)
+    except OSError as exc:
+        named = getattr(exc, "argument", None) == "out"
+        print(f"--{exc}" if named else f"--out: cannot write animations into {args.out!r} "
+                                       f"({exc.strerror or exc})", file=sys.stderr)
+        return 1 if isinstance(exc, _files.WriteError) else 2
+    return 0
+
+
 def cmd_check(args):
     """Grade an exercise of tutorials/exercises (see mlp_ref/grading.py)."""
     return grading.main(args.file)
@@ -164,6 +176,7 @@ COMMANDS = {
     "stages": (cmd_stages, "print every forward and backward stage of the seed network"),
     "figures": (cmd_figures, "regenerate every figure into figures/ or --out DIR (PNG; --format svg or pdf)"),
     "bench": (cmd_bench, "time a training step against its matmuls, and each fix's cost"),
+    "animate": (cmd_animate, "write the animations (GIFs: backprop, projection, continual) into figures/ or --out DIR"),
     "check": (cmd_check, "grade your answer to an exercise: check tutorials/exercises/01_....py"),
 }
 
@@ -204,6 +217,8 @@ def build_parser():
     p.add_argument("--json", metavar="PATH", nargs="?", const=PROJECTION_COST_PATH, type=path,
                    help="also write the results as JSON into PATH (--json alone: the package's "
                         "projection_cost.json, which the figures and the README read)")
+    p = sub.add_parser("animate", help=COMMANDS["animate"][1])
+    p.add_argument("--out", default="figures", help="output folder (default: figures)")
     sub.add_parser("check", help=COMMANDS["check"][1]).add_argument("file", type=path,
                                                                     help="the exercise file")
     return parser
