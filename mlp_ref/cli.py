@@ -7,7 +7,7 @@ import math
 import os
 import sys
 
-from . import _checks, _files, animate, bench, grading, report
+from . import _checks, _files, animate, bench, explore, grading, report
 from ._argtypes import path, rows_list, sizes_list, whole
 from .figures import FIGURES, FORMATS, write_all
 from .measurements import answer_replay, splitting, table
@@ -111,6 +111,15 @@ def cmd_animate(args):
     return 0
 
 
+def cmd_explore(args):
+    """The explorer: a window, or with --html a static page (see mlp_ref/explore.py)."""
+    try:
+        return explore.main(args.html, log=lambda line: print(line, file=sys.stderr))
+    except OSError as exc:
+        print(f"--html: cannot write {args.html!r} ({exc.strerror or exc})", file=sys.stderr)
+        return 1 if isinstance(exc, _files.WriteError) else 2
+
+
 def cmd_check(args):
     """Grade an exercise of tutorials/exercises (see mlp_ref/grading.py)."""
     return grading.main(args.file)
@@ -177,6 +186,7 @@ COMMANDS = {
     "figures": (cmd_figures, "regenerate every figure into figures/ or --out DIR (PNG; --format svg or pdf)"),
     "bench": (cmd_bench, "time a training step against its matmuls, and each fix's cost"),
     "animate": (cmd_animate, "write the animations (GIFs: backprop, projection, continual) into figures/ or --out DIR"),
+    "explore": (cmd_explore, "the question, explorable: a window (or --html FILE.html, a static page)"),
     "check": (cmd_check, "grade your answer to an exercise: check tutorials/exercises/01_....py"),
 }
 
@@ -219,6 +229,9 @@ def build_parser():
                         "projection_cost.json, which the figures and the README read)")
     p = sub.add_parser("animate", help=COMMANDS["animate"][1])
     p.add_argument("--out", default="figures", help="output folder (default: figures)")
+    p = sub.add_parser("explore", help=COMMANDS["explore"][1])
+    p.add_argument("--html", metavar="FILE.html", type=path, default=None,
+                   help="write a static page (precomputed states, no server) instead of a window")
     sub.add_parser("check", help=COMMANDS["check"][1]).add_argument("file", type=path,
                                                                     help="the exercise file")
     return parser
