@@ -7,7 +7,7 @@ import math
 import os
 import sys
 
-from . import _checks, _files, animate, bench, explore, grading, report
+from . import _checks, _files, animate, bench, explore, grading, report, slides
 from ._argtypes import path, rows_list, sizes_list, whole
 from .figures import FIGURES, FORMATS, write_all
 from .measurements import answer_replay, splitting, table
@@ -120,6 +120,17 @@ def cmd_explore(args):
         return 1 if isinstance(exc, _files.WriteError) else 2
 
 
+def cmd_slides(args):
+    """The deck for the 90-minute class, and its speaker notes (see mlp_ref/slides.py)."""
+    try:
+        pdf, notes = slides.write(args.out, log=lambda line: print(line, file=sys.stderr))
+    except OSError as exc:
+        print(f"--out: cannot write {args.out!r} ({exc.strerror or exc})", file=sys.stderr)
+        return 1 if isinstance(exc, _files.WriteError) else 2
+    print(f"wrote {pdf} and {notes}", file=sys.stderr)
+    return 0
+
+
 def cmd_check(args):
     """Grade an exercise of tutorials/exercises (see mlp_ref/grading.py)."""
     return grading.main(args.file)
@@ -187,6 +198,7 @@ COMMANDS = {
     "bench": (cmd_bench, "time a training step against its matmuls, and each fix's cost"),
     "animate": (cmd_animate, "write the animations (GIFs: backprop, projection, continual) into figures/ or --out DIR"),
     "explore": (cmd_explore, "the question, explorable: a window (or --html FILE.html, a static page)"),
+    "slides": (cmd_slides, "the deck for the 90-minute class as a PDF (--out FILE.pdf), speaker notes beside it"),
     "check": (cmd_check, "grade your answer to an exercise: check tutorials/exercises/01_....py"),
 }
 
@@ -232,6 +244,9 @@ def build_parser():
     p = sub.add_parser("explore", help=COMMANDS["explore"][1])
     p.add_argument("--html", metavar="FILE.html", type=path, default=None,
                    help="write a static page (precomputed states, no server) instead of a window")
+    p = sub.add_parser("slides", help=COMMANDS["slides"][1])
+    p.add_argument("--out", metavar="FILE.pdf", type=path, default="mlp-ref-slides.pdf",
+                   help="the PDF (default: mlp-ref-slides.pdf); the notes go to FILE.notes.md")
     sub.add_parser("check", help=COMMANDS["check"][1]).add_argument("file", type=path,
                                                                     help="the exercise file")
     return parser
