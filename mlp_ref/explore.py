@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import json
 import os
 
@@ -64,19 +63,10 @@ def numbers(state):
 
 
 def page_picture(state, curve):
-    """A state's picture for the page: the panels in one column, as PNG bytes of a shared-free
-    palette (the flat colours of a figure need at most 128), deterministic."""
-    from PIL import Image                 # matplotlib's own dependency
-
+    """A state's picture for the page: the panels in one column, as a palette PNG, deterministic."""
     from .plots import explore as drawing
     fig = drawing.explorer_panels(state, curve, portrait=True)
-    raw = io.BytesIO()
-    fig.savefig(raw, format="png", dpi=PAGE_DPI, metadata=figures.metadata("png"))
-    image = Image.open(raw).convert("RGB").quantize(128, method=Image.Quantize.MEDIANCUT,
-                                                    dither=Image.Dither.NONE)
-    out = io.BytesIO()
-    image.save(out, format="PNG", optimize=True)
-    return out.getvalue()
+    return drawing.page_png(fig, PAGE_DPI, figures.metadata("png"))
 
 
 def page_data(grid=GRID, log=None):

@@ -15,6 +15,7 @@ import numpy as np
 from matplotlib.animation import FuncAnimation, PillowWriter
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
+from PIL import Image                    # matplotlib's own dependency
 
 from .axes import ROUNDOFF_TEXT, ZERO_FLOOR, roundoff_band
 from .continual import continual_steps
@@ -58,8 +59,6 @@ def one_palette(frames, colours=96):
     """The frames in one shared palette of at most ``colours`` colours, without dithering: a
     figure's flat colours need few, and with one palette and no dither noise consecutive frames
     differ only where the drawing does, which the GIF stores as small patches."""
-    from PIL import Image                # matplotlib's own dependency
-
     width, height = frames[0].size
     sample = Image.new("RGB", (width, height * 3))
     for i, frame in enumerate([frames[0], frames[len(frames) // 2], frames[-1]]):

@@ -4,8 +4,13 @@ against lr with the current point marked, and the network with the weights the s
 (``plots.network_fixes``, one panel)."""
 from __future__ import annotations
 
+import io
+
 import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.widgets import RadioButtons, Slider
+from PIL import Image                    # matplotlib's own dependency
 
 from .axes import ZERO_FLOOR, at_floor, roundoff_band
 from .question import network_fixes
@@ -25,6 +30,18 @@ def panel_axes(fig, portrait=False):
     grid = fig.add_gridspec(3, 2, width_ratios=[1.0, 1.05])
     return {"out2": fig.add_subplot(grid[0, 0]), "out1": fig.add_subplot(grid[1, 0]),
             "drift": fig.add_subplot(grid[2, 0]), "network": fig.add_subplot(grid[:, 1])}
+
+
+def page_png(fig, dpi, metadata, colours=128):
+    """``fig`` as PNG bytes in a palette of at most ``colours`` colours, without dithering (a
+    figure's flat colours need few; a third of the bytes of full colour), deterministic."""
+    raw = io.BytesIO()
+    fig.savefig(raw, format="png", dpi=dpi, metadata=metadata)
+    image = Image.open(raw).convert("RGB").quantize(colours, method=Image.Quantize.MEDIANCUT,
+                                                    dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    image.save(out, format="PNG", optimize=True)
+    return out.getvalue()
 
 
 def state_title(state):
@@ -119,9 +136,6 @@ class Explorer:
     """
 
     def __init__(self, measure, fix_names, setups, ranges, start, fig=None):
-        import matplotlib.pyplot as plt
-        from matplotlib.widgets import RadioButtons, Slider
-
         self.measure = measure
         if fig is None:
             fig = plt.figure(figsize=(16.0, 8.4), layout="constrained")
@@ -163,5 +177,4 @@ class Explorer:
         self.fig.canvas.draw_idle()
 
     def show(self):
-        import matplotlib.pyplot as plt
         plt.show()

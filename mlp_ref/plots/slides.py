@@ -7,6 +7,7 @@ import io
 import textwrap
 
 import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 
@@ -78,7 +79,6 @@ def slide(spec, number, total, image=None):
 
 def text_extents(fig):
     """(text, x0, x1, y0, y1, size) of every text on the slide, in figure coordinates."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     renderer = FigureCanvasAgg(fig).get_renderer()
     out = []
     for text in fig.texts:
@@ -89,7 +89,6 @@ def text_extents(fig):
 
 def overlaps_image(fig):
     """The texts that run into the slide's image (its axes), by their extents."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     renderer = FigureCanvasAgg(fig).get_renderer()
     out = []
     for ax in fig.axes:
