@@ -25,14 +25,14 @@ def panel_axes(fig, portrait=False):
     column on the left, the network on the right; or, ``portrait``, all four in one column (a
     phone's screen). Returns {name: Axes}."""
     if portrait:
-        grid = fig.add_gridspec(4, 1, height_ratios=[1, 1, 1.1, 2.2])
+        grid = fig.add_gridspec(4, 1, height_ratios=[1, 1, 1.1, 3.0])
         return {name: fig.add_subplot(grid[i, 0]) for i, name in enumerate(PANELS)}
     grid = fig.add_gridspec(3, 2, width_ratios=[1.0, 1.05])
     return {"out2": fig.add_subplot(grid[0, 0]), "out1": fig.add_subplot(grid[1, 0]),
             "drift": fig.add_subplot(grid[2, 0]), "network": fig.add_subplot(grid[:, 1])}
 
 
-def page_png(fig, dpi, metadata, colours=128):
+def page_png(fig, dpi, metadata, colours=64):
     """``fig`` as PNG bytes in a palette of at most ``colours`` colours, without dithering (a
     figure's flat colours need few; a third of the bytes of full colour), deterministic."""
     raw = io.BytesIO()
@@ -68,7 +68,7 @@ def explorer_panels(state, curve, axes=None, fig=None, portrait=False):
     Returns the Figure the panels are on.
     """
     if axes is None:
-        fig = new_figure(7.0, 13.0) if portrait else new_figure(13.0, 7.6)
+        fig = new_figure(7.0, 14.0) if portrait else new_figure(13.0, 7.6)
         axes = panel_axes(fig, portrait)
     fig = fig if fig is not None else axes["out1"].figure
     delta = state["delta"]
