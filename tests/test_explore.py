@@ -201,3 +201,27 @@ def test_without_a_window_the_command_says_how_to_get_one(capsys):
     # into nothing (exit status 2, a usage error)
     assert cli.main(["explore"]) == 2
     assert "--html FILE.html" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_same_explorer_runs_in_jupyter_with_ipympl():
+    """``%matplotlib widget`` in a real kernel: the window is ipympl's Canvas widget, and its
+    widgets redraw the measurement they name."""
+    from _extras import require
+    require("ipympl", "notebooks")
+    nbformat, nbclient = require("nbformat", "notebooks"), require("nbclient", "notebooks")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%matplotlib widget"),
+                nbformat.v4.new_code_cell(
+                    "import matplotlib\nfrom mlp_ref import explore\nlive = explore.explorer()\n"
+                    "live.fix.set_active(2)\nlive.steps.set_val(5)\n"
+                    "print(matplotlib.get_backend(), type(live.fig.canvas).__name__, "
+                    "live.values()[:2], int(live.values()[3]), repr(live.state['drift_batch']))")]
+    from _runs import ROOT
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3")
+    client.km = client.kernel_manager_class(kernel_name="python3")
+    client.execute(env=env)
+    text = "".join(out.get("text", "") for out in nb.cells[1].outputs)
+    assert text.split() == ["module://ipympl.backend_nbagg", "Canvas", "('seed',", "'freeze')", "5",
+                            repr(measure.state("seed", "freeze", 0.1, 5)["drift_batch"])]
