@@ -8,7 +8,7 @@ import math
 import os
 import sys
 
-from . import _checks, _files, bench, grading, report
+from . import _checks, _files, animate, bench, explore, grading, report, slides
 from ._argtypes import path, rows_list, sizes_list, whole
 from .figures import FIGURES, FORMATS, write_all
 from .measurements import answer_replay, permuted, splitting, table
@@ -111,6 +111,38 @@ def positive_seconds(text):
     return value
 
 
+def cmd_animate(args):
+    """Write the animations (GIFs) into --out (default: figures/)."""
+    try:
+        animate.write_all(args.out)
+    except OSError as exc:
+        named = getattr(exc, "argument", None) == "out"
+        print(f"--{exc}" if named else f"--out: cannot write animations into {args.out!r} "
+                                       f"({exc.strerror or exc})", file=sys.stderr)
+        return 1 if isinstance(exc, _files.WriteError) else 2
+    return 0
+
+
+def cmd_explore(args):
+    """The explorer: a window, or with --html a static page (see mlp_ref/explore.py)."""
+    try:
+        return explore.main(args.html, log=lambda line: print(line, file=sys.stderr))
+    except OSError as exc:
+        print(f"--html: cannot write {args.html!r} ({exc.strerror or exc})", file=sys.stderr)
+        return 1 if isinstance(exc, _files.WriteError) else 2
+
+
+def cmd_slides(args):
+    """The deck for the 90-minute class, and its speaker notes (see mlp_ref/slides.py)."""
+    try:
+        pdf, notes = slides.write(args.out, log=lambda line: print(line, file=sys.stderr))
+    except OSError as exc:
+        print(f"--out: cannot write {args.out!r} ({exc.strerror or exc})", file=sys.stderr)
+        return 1 if isinstance(exc, _files.WriteError) else 2
+    print(f"wrote {pdf} and {notes}", file=sys.stderr)
+    return 0
+
+
 def cmd_check(args):
     """Grade exercises of tutorials/exercises, one file or a class (see mlp_ref/grading/)."""
     return grading.main(args.files, gradebook=args.gradebook, time_limit=args.time_limit)
@@ -198,6 +230,9 @@ COMMANDS = {
     "stages": (cmd_stages, "print every forward and backward stage of the seed network"),
     "figures": (cmd_figures, "regenerate every figure into figures/ or --out DIR (PNG; --format svg or pdf)"),
     "bench": (cmd_bench, "time a training step against its matmuls, and each fix's cost"),
+    "animate": (cmd_animate, "write the animations (GIFs: backprop, projection, continual) into figures/ or --out DIR"),
+    "explore": (cmd_explore, "the question, explorable: a window (or --html FILE.html, a static page)"),
+    "slides": (cmd_slides, "the deck for the 90-minute class as a PDF (--out FILE.pdf), speaker notes beside it"),
     "check": (cmd_check, "grade your answer to an exercise: check tutorials/exercises/01_....py"),
     "continual-table": (cmd_continual_table, "the field's table: EWC, A-GEM, GPM, projection on permuted digits"),
 }
@@ -239,6 +274,14 @@ def build_parser():
     p.add_argument("--json", metavar="PATH", nargs="?", const=PROJECTION_COST_PATH, type=path,
                    help="also write the results as JSON into PATH (--json alone: the package's "
                         "projection_cost.json, which the figures and the README read)")
+    p = sub.add_parser("animate", help=COMMANDS["animate"][1])
+    p.add_argument("--out", default="figures", help="output folder (default: figures)")
+    p = sub.add_parser("explore", help=COMMANDS["explore"][1])
+    p.add_argument("--html", metavar="FILE.html", type=path, default=None,
+                   help="write a static page (precomputed states, no server) instead of a window")
+    p = sub.add_parser("slides", help=COMMANDS["slides"][1])
+    p.add_argument("--out", metavar="FILE.pdf", type=path, default="mlp-ref-slides.pdf",
+                   help="the PDF (default: mlp-ref-slides.pdf); the notes go to FILE.notes.md")
     p = sub.add_parser("check", help=COMMANDS["check"][1])
     p.add_argument("files", type=path, nargs="+", metavar="file",
                    help="exercise files, or folders of them (a class's submissions)")

@@ -85,15 +85,19 @@ def draws(*names):
 
 
 def _read_only(value):
-    """``value`` with every NumPy array in it (through dicts, lists and tuples) made read-only."""
+    """``value`` with every NumPy array in it (through dicts, lists and tuples) handed out as a
+    read-only view: nobody can change the measurement through it, while an array it shares with
+    others (an input it kept, such as the module constant G_QUESTION) stays as writable as it was."""
     if isinstance(value, numpy.ndarray):
-        value.setflags(write=False)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _read_only(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _read_only(item)
+        view = value.view()
+        view.setflags(write=False)
+        return view
+    if isinstance(value, dict):
+        return {key: _read_only(item) for key, item in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):             # a named tuple
+        return type(value)(*(_read_only(item) for item in value))
+    if isinstance(value, (list, tuple)):
+        return type(value)(_read_only(item) for item in value)
     return value
 
 

@@ -110,3 +110,4 @@ def test_committed_figures_are_the_commands(runs):
         assert committed.exists(), f"figures/{name} is not committed"
         assert png_size(committed) == png_size(out / name), f"figures/{name} is stale"
         assert (png_software(committed) or "").startswith("mlp-ref figures;"), name
+

@@ -223,3 +223,16 @@ def test_the_frameworks_drift_figure_draws_each_implementations_points_on_the_re
         assert len(box) == 1 and f"naive: {res['slopes']['mlp_ref']['naive']:.2f}, " in box[0]
     everything = plots.frameworks_drift_vs_lr(results[:1])
     assert "not installed" not in everything.get_suptitle() and len(everything.axes) == 1
+
+
+def test_a_measurement_is_read_only_and_leaves_what_it_shares_writable():
+    """The figures' measurements are handed out read-only, as views: the seed's backprop stages
+    keep G_QUESTION, the module's constant, and freezing it in place made every later caller's
+    G read-only (the grader wrote a student's copy back into it, and failed)."""
+    import numpy as np
+    from mlp_ref.setups import G_QUESTION
+    from mlp_ref import figures
+    stages = figures.seed_stages()
+    arrays = [v for v in stages.values() if isinstance(v, np.ndarray)]
+    assert arrays and not any(a.flags.writeable for a in arrays)
+    assert G_QUESTION.flags.writeable

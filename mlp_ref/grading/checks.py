@@ -319,7 +319,7 @@ def check_freeze(fn):
             frozen = [k for k in g if k not in trainable]
             rule(all(np.all(np.asarray(D[k]) == 0.0) for k in frozen),
                  "a frozen parameter's direction must be exactly 0.0", "np.zeros_like(g[k])")
-        D = fn(net, X, G_QUESTION, [f"W{L}", f"b{L}"])
+        D = fn(net, X, G_QUESTION.copy(), [f"W{L}", f"b{L}"])
         stepped = net.copy().step(D, 10.0)
         rule(np.array_equal(stepped(probe)[:, 0], net(probe)[:, 0]),
              f"with trainable = [W{L}, b{L}] and G = [0, -1], out1 must not change at all on "
@@ -398,7 +398,7 @@ def _check_projection(fn, name_of_route, dense):
     for name, net, X, scale_tol in _setups_04():
         g = net.gradient(X, G_QUESTION)
         ref = fixes.project(net, X, G_QUESTION)
-        D = fn(net, X, G_QUESTION)
+        D = fn(net, X, G_QUESTION.copy())
         J1 = jacobian.OutputJacobian(net, X, keep=[0])
         variants = _projection_variants(net, X, g) if name == "seed" else []
         if dense:
@@ -422,7 +422,7 @@ def _check_projection(fn, name_of_route, dense):
                      scale=max_abs(flat(g)))
     net, X, _ = visible()                                 # the order of the drift: O(lr^2)
     lrs = np.logspace(-5, -3, 5)
-    D = fn(net, X, G_QUESTION)
+    D = fn(net, X, G_QUESTION.copy())
     drift = [max_abs(net.copy().step(D, lr)(X)[:, 0] - net(X)[:, 0]) for lr in lrs]
     slope = np.polyfit(np.log(lrs), np.log(drift), 1)[0] if min(drift) > 0 else 0.0
     rule(abs(slope - 2.0) < 0.1, f"the drift of out1 must be O(lr^2): fitted log-log slope "

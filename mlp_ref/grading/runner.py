@@ -338,5 +338,10 @@ def _copy_back(given, left):
         if type(left) is not np.ndarray or left.shape != given.shape:
             raise Wrong(f"an argument of shape {given.shape} was replaced or changed shape",
                         "leave the arguments as they came")
+        if not given.flags.writeable:             # the grader's own constant: it must not change
+            if not np.array_equal(given, left, equal_nan=True):
+                raise Wrong(f"an argument of shape {given.shape} was changed in place",
+                            "leave the arguments as they came")
+            return
         with np.errstate(all="ignore"):
             given[...] = left

@@ -15,6 +15,8 @@ matplotlib here). One module per topic, each beside the tutorial and the figures
     projection_cost  the bench's saved run, as the arrays of projection_cost.png
     continual      the fixes on a real task: digits 0-4, then 5-9 holding outputs 0-4; the
                    cost of holding 5 m constraints                               (tutorial 08)
+    explorer       a few steps of one fix at any lr, steps and lam: the explorer's states
+    motion         the frames of the projected step's animation (projection_step.gif)
 
 Each function starts from a named setup (``mlp_ref.setups``) and never modifies a network
 handed to it. ``mlp_ref.report`` turns the results into text, ``mlp_ref.plots`` into figures.
@@ -22,8 +24,8 @@ handed to it. ``mlp_ref.report`` turns the results into text, ``mlp_ref.plots`` 
 # continual is imported where it is used (``from mlp_ref.measurements import continual``), not
 # here: ``python -m mlp_ref.measurements.continual`` runs it as a script, which must not be
 # imported before it runs.
-from . import (answer_replay, drift, fits, optimizers, projection, projection_cost, question, rules,
-               splitting, table)
+from . import (answer_replay, drift, explorer, fits, motion, optimizers, projection, projection_cost,
+               question, rules, splitting, table)
 
-__all__ = ["answer_replay", "drift", "fits", "optimizers", "projection", "projection_cost",
-           "question", "rules", "splitting", "table"]
+__all__ = ["answer_replay", "drift", "explorer", "fits", "motion", "optimizers", "projection",
+           "projection_cost", "question", "rules", "splitting", "table"]
