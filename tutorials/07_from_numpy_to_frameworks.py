@@ -7,9 +7,10 @@
 # too. How do we take a step that leaves out1 unchanged?
 #
 # The accepted answer is written in TensorFlow 1, and a student who outgrows a 26-parameter
-# NumPy network takes the fixes to PyTorch or TensorFlow 2. They live in `tutorials/frameworks/`
-# as functions to import and call, `torch_fixes.py` and `tf_fixes.py`, each in its framework's
-# own idiom, with the same names (`model_from`, `naive`, `freeze`, `masked`, `project`,
+# NumPy network takes the fixes to PyTorch or TensorFlow 2. They ship inside the package
+# (`mlp_ref/resources/frameworks/`, found by `frameworks_folder()` from any folder) as functions
+# to import and call, `torch_fixes.py` and `tf_fixes.py`, each in its framework's own idiom,
+# with the same names (`model_from`, `naive`, `freeze`, `masked`, `project`,
 # `restore`, `penalty`, `adam_projected`, ...). This tutorial shows their source, read from those
 # files (what you read is what runs), and runs them for each framework that is installed, from
 # the weights of mlp-ref's two setups, beside the NumPy reference.
@@ -21,7 +22,6 @@
 import importlib
 import os
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -30,17 +30,14 @@ from mlp_ref.data import probe_inputs
 from mlp_ref.jacobian import dense_rows, flatten
 from mlp_ref.measurements import rules, table
 from mlp_ref.measurements.drift import one_step_beside
+from mlp_ref.resources import frameworks_folder
 from mlp_ref.setups import G_QUESTION, SETUPS
 from mlp_ref.tutorial import figure, listing, run_headless
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 
-if "__file__" in globals():
-    FOLDER = Path(__file__).resolve().parent / "frameworks"
-else:                                        # a notebook, opened from tutorials/ or the root
-    FOLDER = next((p for p in (Path.cwd() / "frameworks", Path.cwd() / "tutorials" / "frameworks")
-                   if p.is_dir()), Path.cwd() / "frameworks")
-#: name shown -> (file in tutorials/frameworks, the framework's own module)
+FOLDER = frameworks_folder()                # inside the installed package: found from any folder
+#: name shown -> (file in FOLDER, the framework's own module)
 FRAMEWORKS = {"PyTorch": ("torch_fixes", "torch"), "TensorFlow 2": ("tf_fixes", "tensorflow")}
 LR = setups.LR                          # 0.1 on the seed network, 0.01 on the visible one
 MASK = np.array([0.0, 1.0])                  # the answer's mask

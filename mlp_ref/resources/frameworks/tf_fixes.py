@@ -1,6 +1,9 @@
 """Every fix of mlp-ref in TensorFlow 2: functions a student can import, call and read.
 
-    cd tutorials/frameworks && python -c "import tf_fixes"
+    import sys
+    from mlp_ref.resources import frameworks_folder
+    sys.path.insert(0, str(frameworks_folder()))      # this file's folder, inside the package
+    import tf_fixes
 
 (TensorFlow and mlp-ref needed: pip install -e '.[frameworks]' from the project's root.)
 

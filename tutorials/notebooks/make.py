@@ -1,0 +1,375 @@
+"""Make the notebooks: ``tutorials/notebooks/NN_topic.ipynb`` from each ``tutorials/NN_topic.py``,
+executed, with their outputs (numbers, figures, code listings) stored in them.
+
+    pip install -e '.[notebooks]'                 # jupytext, nbclient, ipykernel, Jupyter itself
+    python tutorials/notebooks/make.py            # every tutorial: convert, execute, write
+    python tutorials/notebooks/make.py 05 07      # only these
+    python tutorials/notebooks/make.py --check    # are the committed ones current? (code, text)
+
+The percent script stays the one source: a notebook is the script's cells, converted by jupytext,
+after one first cell of our own (:func:`colab_cell`, which installs mlp-ref when the notebook runs
+on Colab and does nothing anywhere else), then executed by nbclient in a fresh kernel whose
+working directory is an empty temporary folder, so that a notebook that runs here runs from any
+folder with only the package installed (tutorial 07 reads its framework files from the package:
+``mlp_ref.resources.frameworks_folder()``). What varies from run to run is left out of the file:
+no execution times, no interpreter version, cell ids numbered in order; so the same outputs give
+the same bytes. Tutorial 07 runs the frameworks that are installed where this runs (the committed
+notebook: PyTorch and TensorFlow, as CI installs them) and says what it did not run.
+
+:func:`differences` says how a committed notebook differs from a fresh run, the round-off of the
+machine aside (its docstring derives what is compared how); ``tests/test_notebooks.py`` fails on
+any difference, and ``.ci/run`` runs it. This file is not part of the package: mlp_ref never
+imports jupytext or nbclient.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TUTORIALS = HERE.parent
+#: The project's public repository: the one place its address is written. The Colab links of
+#: README.md here and the install line of every notebook's first cell are made from it.
+REPOSITORY = "https://github.com/mlp-ref/mlp-ref"
+BRANCH = "main"
+#: TensorFlow's start-up log lines, written by its C++ core straight to the process's standard
+#: error (which the kernel forwards) before any setting of Python's is read: TF_CPP_MIN_LOG_LEVEL
+#: does not silence them in TensorFlow 2.21. They say nothing about the tutorial and are left out;
+#: any other line on standard error stays (and fails tests/test_notebooks.py).
+CHATTER = re.compile(r"^(WARNING: All log messages before absl::InitializeLog\(\) is called.*"
+                     r"|[IWE]\d{4} [\d:.]+ +\d+ (port|cpu_feature_guard)\.cc:\d+\].*"
+                     r"|To enable the following instructions: .* rebuild TensorFlow .*)$")
+#: Seconds one cell may take (tutorial 07 with both frameworks imports them in one cell).
+CELL_TIMEOUT = 600
+
+
+def scripts(names=()):
+    """The tutorials ``tutorials/NN_*.py`` (all of them, or those whose name starts with one of
+    ``names``: "05", "05_projection"), in order."""
+    found = sorted(TUTORIALS.glob("[0-9][0-9]_*.py"))
+    if names:
+        found = [p for p in found if any(p.stem.startswith(n.removesuffix(".py")) for n in names)]
+    return found
+
+
+def notebook_path(script):
+    return HERE / f"{Path(script).stem}.ipynb"
+
+
+def colab_url(script):
+    """The address that opens the committed notebook of ``script`` on Colab."""
+    repo = REPOSITORY.removeprefix("https://github.com/")
+    return (f"https://colab.research.google.com/github/{repo}/blob/{BRANCH}/tutorials/notebooks/"
+            f"{notebook_path(script).name}")
+
+
+def colab_cell():
+    """The first code cell of every notebook: on Colab (``google.colab`` is loaded in its
+    kernels), pip-install mlp-ref from the repository unless it is installed; elsewhere nothing."""
+    return f'''# On Colab: install mlp-ref (once per session). Anywhere else this cell does nothing:
+# install it there with  pip install -e '.[notebooks]'  from the project's folder.
+import importlib.util
+import subprocess
+import sys
+
+if "google.colab" in sys.modules and importlib.util.find_spec("mlp_ref") is None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                    "mlp-ref @ git+{REPOSITORY}@{BRANCH}"], check=True)'''
+
+
+def convert(script):
+    """The notebook of ``script``, not executed: :func:`colab_cell`, then the script's cells as
+    jupytext reads them, cell ids numbered, metadata only what Jupyter needs to open it."""
+    import jupytext
+    import nbformat
+
+    nb = jupytext.read(script, fmt="py:percent")
+    nb.nbformat, nb.nbformat_minor = 4, 5                  # cell ids
+    nb.cells.insert(0, nbformat.v4.new_code_cell(colab_cell()))
+    for number, cell in enumerate(nb.cells):
+        cell.id = f"cell-{number:02d}"
+        cell.metadata = {}
+    nb.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+                   "language_info": {"name": "python"},
+                   "colab": {"name": notebook_path(script).name}}
+    return nb
+
+
+def execute(nb, first=None):
+    """Run ``nb`` in place in a fresh Python 3 kernel whose working directory is an empty
+    temporary folder; ``first`` (code), when given, runs first in a cell removed again after the
+    run (the tests hide the frameworks with it). MPLBACKEND is Agg: a figure is shown only as the
+    PNG its cell returns. Raises nbclient's CellExecutionError when a cell fails."""
+    import nbclient
+    import nbformat
+
+    if first is not None:
+        nb.cells.insert(0, nbformat.v4.new_code_cell(first, id="hidden-first"))
+    old = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = "Agg"
+    try:
+        with tempfile.TemporaryDirectory(prefix="mlp-ref-notebook-") as empty:
+            client = nbclient.NotebookClient(
+                nb, timeout=CELL_TIMEOUT, kernel_name="python3", record_timing=False,
+                resources={"metadata": {"path": empty}},
+                extra_arguments=["--HistoryManager.enabled=False"])
+            client.execute()
+    finally:
+        if old is None:
+            os.environ.pop("MPLBACKEND")
+        else:
+            os.environ["MPLBACKEND"] = old
+        if first is not None:
+            assert nb.cells.pop(0).id == "hidden-first"
+    nb.metadata.pop("widgets", None)
+    nb.metadata["language_info"] = {"name": "python"}      # not the version that happened to run it
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in map(_without_chatter, cell.outputs) if o is not None]
+    return nb
+
+
+def _without_chatter(output):
+    """``output`` without TensorFlow's start-up lines (:data:`CHATTER`); None when nothing is left."""
+    if output["output_type"] != "stream" or output["name"] != "stderr":
+        return output
+    kept = [line for line in output["text"].splitlines(keepends=True) if not CHATTER.match(line.rstrip("\n"))]
+    if not kept:
+        return None
+    output["text"] = "".join(kept)
+    return output
+
+
+def make(script):
+    """Convert, execute and write the notebook of ``script``; returns its path."""
+    import nbformat
+
+    nb = execute(convert(script))
+    path = notebook_path(script)
+    nbformat.write(nb, path)
+    return path
+
+
+# -- is a committed notebook current? -------------------------------------------------------------
+def stale_cells(script):
+    """What differs between the committed notebook of ``script`` and the script itself, its
+    cells and their kinds, compared exactly (cheap: nothing runs). [] when it is current."""
+    import nbformat
+
+    path = notebook_path(script)
+    if not path.exists():
+        return [f"{path.name}: missing (python tutorials/notebooks/make.py {Path(script).stem[:2]})"]
+    committed = nbformat.read(path, as_version=4)
+    expected = convert(script)
+    problems = []
+    if len(committed.cells) != len(expected.cells):
+        problems.append(f"{path.name}: {len(committed.cells)} cells, the script has {len(expected.cells)}")
+    for i, (have, want) in enumerate(zip(committed.cells, expected.cells)):
+        if (have.cell_type, have.source) != (want.cell_type, want.source):
+            problems.append(f"{path.name} cell {i}: the script's {want.cell_type} cell is now\n"
+                            f"{want.source[:300]}")
+    return problems
+
+
+#: A number as printed: 12, -0.5, 1.5e-04, 2e11, 3.14% (the percent sign is not part of it).
+NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+#: Below this magnitude a printed float64 number is round-off (see :func:`same_number`).
+ROUND_OFF = 1e-12
+#: The relative difference that one machine's round-off can make in a printed number.
+RELATIVE = 1e-9
+
+
+def last_digit(token):
+    """One unit in the last printed digit of ``token``: 0.0151 -> 1e-4, 2.5e-07 -> 1e-8, 12 -> 1."""
+    mantissa, _, exponent = token.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    return 10.0 ** (int(exponent or 0) - decimals)
+
+
+def same_number(a, b):
+    """Whether the printed numbers ``a`` and ``b`` (strings) are the same measurement, printed
+    by two machines whose CPU kernels and BLAS sum in other orders.
+
+    * Exactly equal strings are the same (integers, counts, exact zeros: "0.0" stays "0.0").
+    * Another summation order changes a float64 result by round-off, a few eps = 2.2e-16 of the
+      magnitudes summed, amplified by what follows: the tutorials' runs are short (at most a few
+      hundred steps of lr <= 0.1 on networks whose outputs are O(1)) and their printed results
+      agree between the CPUs CI emulates to far better than RELATIVE = 1e-9 relative; so do two
+      numbers that differ by less than that.
+    * A number printed with k digits moves by one unit in its last digit when the value sits at
+      a rounding boundary and round-off pushes it across: one unit of the last digit of either
+      (plus the relative slack) is the same number.
+    * A quantity that is zero in exact arithmetic but not in float64 (out1's drift under
+      projection at a tiny lr, J1 D) is printed at round-off level, 1e-18 to 1e-13 for the
+      O(1) values these networks compute (a few eps of a sum of O(1) terms), and that digit
+      is the machine's, not the mathematics': two numbers both below ROUND_OFF = 1e-12 in
+      magnitude are the same. No tutorial reports a measurement below 1e-12 that is not
+      round-off (their drift-against-lr tables say where the round-off floor starts).
+    * An exact 0 (an identity's zero, "0.0") is the same only as another round-off-level number:
+      the last-digit slack of "0.0" (0.1) would let anything below 0.1 pass.
+    """
+    if a == b:
+        return True
+    x, y = float(a), float(b)
+    if abs(x) < ROUND_OFF and abs(y) < ROUND_OFF:
+        return True
+    if x == 0 or y == 0:              # an exact 0.0 is an identity's or round-off's: no digit slack
+        return False
+    slack = max(last_digit(a), last_digit(b)) + RELATIVE * max(abs(x), abs(y))
+    return abs(x - y) <= slack
+
+
+def tokens(text):
+    """``text`` as words and numbers, white space collapsed (a column of numbers that grew by
+    one character shifts the spaces of a table, not what it says)."""
+    return [t for t in re.split(rf"({NUMBER.pattern})|\s+", text) if t]
+
+
+def same_text(a, b):
+    """Whether two printed texts say the same, numbers compared by :func:`same_number`."""
+    ta, tb = tokens(a), tokens(b)
+    if len(ta) != len(tb):
+        return False
+    for x, y in zip(ta, tb):
+        if x == y:
+            continue
+        if not (NUMBER.fullmatch(x) and NUMBER.fullmatch(y) and same_number(x, y)):
+            return False
+    return True
+
+
+def png_size(data):
+    """(width, height) in pixels of a base64 PNG, read from its IHDR chunk."""
+    raw = base64.b64decode(data)
+    if not raw.startswith(b"\x89PNG\r\n\x1a\n"):
+        raise ValueError("data: expected a PNG, got other bytes")
+    return int.from_bytes(raw[16:20], "big"), int.from_bytes(raw[20:24], "big")
+
+
+def shown(output):
+    """What an output shows, comparable across machines: (kind, content). Text streams and
+    text/plain by :func:`same_text`; markdown (the code listings) exactly; a PNG by its size in
+    pixels (its bytes depend on the machine's round-off and the PNG library; its presence and
+    size do not: a figure drawn from data of another shape would change the figure's layout)."""
+    if output["output_type"] == "stream":
+        return [("text", output["name"], output["text"])]
+    if output["output_type"] == "error":
+        return [("error", output["ename"], output["evalue"])]
+    data = output.get("data", {})
+    found = []
+    for kind, value in sorted(data.items()):
+        value = "".join(value) if isinstance(value, list) else value
+        if kind == "image/png":
+            found.append(("png", kind, png_size(value)))
+        else:
+            found.append(("text" if kind == "text/plain" else "exact", kind, value))
+    return found
+
+
+def output_differences(name, committed, fresh):
+    """How the outputs of a committed notebook differ from those of a fresh run of the same
+    cells: a list of messages, [] when they are the same (see :func:`shown`)."""
+    problems = []
+    for i, (have, want) in enumerate(zip(committed.cells, fresh.cells)):
+        if have.cell_type != "code":
+            continue
+        a = [s for o in have.outputs for s in shown(o)]
+        b = [s for o in want.outputs for s in shown(o)]
+        # consecutive stream outputs of one name may be split differently by the kernel
+        a, b = _joined(a), _joined(b)
+        if [s[:2] for s in a] != [s[:2] for s in b]:
+            problems.append(f"{name} cell {i}: outputs {[s[:2] for s in a]}, a fresh run gives "
+                            f"{[s[:2] for s in b]}")
+            continue
+        for (kind, what, x), (_, _, y) in zip(a, b):
+            if kind == "text" and not same_text(x, y) or kind != "text" and x != y:
+                problems.append(f"{name} cell {i} {what}: committed\n{_excerpt(x, y)}")
+    return problems
+
+
+def _joined(items):
+    out = []
+    for item in items:
+        if out and item[0] == "text" and out[-1][:2] == item[:2] and item[1] in ("stdout", "stderr"):
+            out[-1] = (item[0], item[1], out[-1][2] + item[2])
+        else:
+            out.append(item)
+    return out
+
+
+def _excerpt(x, y):
+    if not isinstance(x, str):
+        return f"{x}\nfresh run:\n{y}"
+    for lx, ly in zip(x.splitlines(), y.splitlines()):
+        if not same_text(lx, ly):
+            return f"{lx}\nfresh run:\n{ly}"
+    return f"{x[-300:]}\nfresh run:\n{y[-300:]}"
+
+
+def differences(script, fresh=None):
+    """Everything that makes the committed notebook of ``script`` stale: its cells (exactly)
+    and its outputs against ``fresh`` (a notebook executed now; executed here when None)."""
+    import nbformat
+
+    problems = stale_cells(script)
+    if problems:
+        return problems
+    committed = nbformat.read(notebook_path(script), as_version=4)
+    fresh = execute(convert(script)) if fresh is None else fresh
+    return output_differences(notebook_path(script).name, committed, fresh)
+
+
+# -- the notebooks' README ------------------------------------------------------------------------
+def readme():
+    """tutorials/notebooks/README.md: each notebook, its link on GitHub and on Colab."""
+    rows = "\n".join(f"| [`{notebook_path(s).name}`]({notebook_path(s).name}) "
+                     f"| [open on Colab]({colab_url(s)}) |" for s in scripts())
+    return f"""# The tutorials as notebooks
+
+Made from the scripts `tutorials/NN_topic.py` (the one source) by `python tutorials/notebooks/make.py`,
+executed, with their outputs: GitHub shows each with its numbers and figures. Do not edit a
+notebook by hand: edit the script and run `make.py` again (a test fails when one is stale).
+How to open them on a laptop, on a JupyterHub or on Colab: `tutorials/README.md`.
+
+| notebook | Colab |
+|---|---|
+{rows}
+
+The first cell of each installs mlp-ref from {REPOSITORY} when it runs on Colab and does
+nothing anywhere else.
+"""
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", help="tutorials by number or name (default: all)")
+    parser.add_argument("--check", action="store_true",
+                        help="only say whether the committed notebooks' cells are the scripts' (fast)")
+    parser.add_argument("--check-outputs", action="store_true",
+                        help="also execute each and compare its outputs with the committed ones (slow)")
+    args = parser.parse_args(argv)
+    chosen = scripts(args.names)
+    if not chosen:
+        parser.error(f"no tutorial matches {args.names}")
+    if args.check or args.check_outputs:
+        problems = [p for s in chosen
+                    for p in (differences(s) if args.check_outputs else stale_cells(s))]
+        if (HERE / "README.md").read_text() != readme():
+            problems.append("README.md: not the list make.py writes")
+        print("\n".join(problems) or f"{len(chosen)} notebooks current")
+        return 1 if problems else 0
+    for script in chosen:
+        print(f"{make(script).relative_to(TUTORIALS.parent)}", flush=True)
+    (HERE / "README.md").write_text(readme())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
