@@ -45,16 +45,21 @@ class Stop(SystemExit):
     """Raised at a ``--step`` pause on Ctrl-C (status 130) or end of input (status 0)."""
 
 
-def pause(prompt, where):
-    """Wait for Enter. Ctrl-C or Ctrl-D stops the script with a one-line message."""
+def pause(prompt, where, out=None):
+    """Wait for Enter. Ctrl-C or Ctrl-D stops the script with a one-line message, written to
+    ``out`` (default ``sys.stdout``): the terminal itself, not a :class:`Pager` that would count
+    the line and pause again."""
+    out = sys.stdout if out is None else out
     try:
         input(prompt)
     except KeyboardInterrupt:
-        print(f"\nstopped {where} (Ctrl-C)")
-        raise Stop(130) from None
+        said, status = "Ctrl-C", 130
     except EOFError:
-        print(f"\nstopped {where} (end of input)")
-        raise Stop(0) from None
+        said, status = "end of input", 0
+    else:
+        return
+    print(f"\nstopped {where} ({said})", file=out, flush=True)
+    raise Stop(status) from None
 
 
 # -- the cells of a percent script ----------------------------------------------------------
@@ -159,8 +164,8 @@ class Pager(io.TextIOBase):
                 self.count += 1
                 if self.count >= self.rows:
                     self.stream.flush()
-                    pause("[more: press Enter] ", "in the middle of a section")
-                    self.count = 0
+                    self.count = 0           # a new page starts whether Enter comes or not
+                    pause("[more: press Enter] ", "in the middle of a section", out=self.stream)
         return len(text)
 
     def flush(self):
@@ -205,7 +210,7 @@ def run_headless(namespace, argv=None, stdin=None):
                     if step:
                         sys.stdout.count = 0
                         pause(f"\n[press Enter for: {heading.group(1)}] ",
-                              f"before {heading.group(1)!r}")
+                              f"before {heading.group(1)!r}", out=stdout)
                 print("\n" + text)
             elif cell.first_line + len(cell.lines) > caller_line + 1:    # not yet run: run it
                 skip = max(caller_line + 1 - cell.first_line, 0)      # the calling cell: its rest

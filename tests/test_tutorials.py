@@ -177,6 +177,28 @@ def test_step_pauses_before_each_section_and_pages_a_long_one(tmp_path, monkeypa
     assert len(pages) == (5 + 25) // 10            # a page is 13 - 3 lines; 5 lines of section 1 text
 
 
+@pytest.mark.parametrize("key, status, said", [(EOFError, 0, "(end of input)"),
+                                               (KeyboardInterrupt, 130, "(Ctrl-C)")])
+@pytest.mark.parametrize("at", ["more", "press Enter for: 2."])
+def test_ctrl_c_or_ctrl_d_stops_at_every_prompt_of_step(tmp_path, monkeypatch, key, status, said, at):
+    # the pager's prompt too: its "stopped" line once, then the end (it used to go through the
+    # pager, whose line count was still at its limit, which asked again, and again)
+    prompts = []
+
+    def pressed(prompt=""):
+        prompts.append(prompt)
+        if at in prompt:
+            raise key
+        return ""
+    monkeypatch.setattr("builtins.input", pressed)
+    monkeypatch.setattr("shutil.get_terminal_size", lambda *a: os.terminal_size((80, 13)))
+    code, out = run_script_text(tmp_path, ("s.py", "--step"), FakeStdin(True), lines=25)
+    assert code == status
+    assert sum(at in p for p in prompts) == 1 and at in prompts[-1]
+    where = "in the middle of a section" if at == "more" else "before '2. Second'"
+    assert out.endswith(f"\nstopped {where} {said}\n") and out.count("stopped") == 1
+
+
 def test_ctrl_c_while_a_cell_runs_stops_with_one_line(tmp_path):
     status, out = run_script_text(tmp_path, brk=True)
     assert status == 130
