@@ -129,11 +129,19 @@ def latex_text(math):
     return re.sub(r"(?<=\S) {2,}", " ", s.replace("{", "").replace("}", ""))
 
 
+def _display_math(math):
+    """Display math, indented: on one line when it fits in 100 columns, else line by line as
+    written in the cell (a long formula is broken where its author broke it)."""
+    one = "    " + " ".join(latex_text(math).split())
+    if len(one) <= 100:
+        return one
+    return "\n".join("    " + " ".join(latex_text(line).split()) for line in math.splitlines() if line.strip())
+
+
 def markdown_text(markdown):
     """A markdown cell as plain text for a terminal: headings underlined, math through
     :func:`latex_text`, links as "text (url)", emphasis and backticks dropped."""
-    markdown = re.sub(r"\$\$(.+?)\$\$", lambda m: "    " + " ".join(latex_text(m.group(1)).split()),
-                      markdown, flags=re.S)
+    markdown = re.sub(r"\$\$(.+?)\$\$", lambda m: _display_math(m.group(1)), markdown, flags=re.S)
     out = []
     for line in markdown.splitlines():
         line = re.sub(r"\$(.+?)\$", lambda m: latex_text(m.group(1)), line)

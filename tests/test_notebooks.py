@@ -291,3 +291,12 @@ def test_the_runs_own_timings_are_not_compared():
     assert make.same_text(a, b)
     assert not make.same_text(a, b.replace("0.480", "0.470"))    # the other columns still count
     assert not make.same_text(a, b.replace("after 0.5", "after 0.7"))    # and lines below the table
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_line_a_notebook_prints_fits_in_100_columns(path, nbformat):
+    # the committed run: with tutorial 07's frameworks (the script's run without them is
+    # test_tutorials.py's)
+    texts = [o.get("text", "") if o["output_type"] == "stream" else o.get("data", {}).get("text/plain", "")
+             for cell in code_outputs(committed(nbformat, path)) for o in cell]
+    assert [line for text in texts for line in text.splitlines() if len(line) > 100] == []

@@ -8,6 +8,7 @@ per concept: test_question, test_masking, test_splitting, test_projection, test_
 import ast
 import io
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -404,3 +405,29 @@ def test_07_without_frameworks_runs_prints_every_function_and_says_what_it_did_n
     for framework in NAMES:
         assert {"naive", "freeze", "project", "restore", "penalty", "adam_projected"} <= {
             name for fw, name in blocks if fw == framework}
+
+
+# -- narration a class can read ------------------------------------------------------------------
+WIDTH = 100           # columns: what a terminal, a projected notebook and GitHub show unbroken
+PARAGRAPH = 8         # lines: a paragraph says one thing
+
+
+def wide_lines(text):
+    return [line for line in text.splitlines() if len(line) > WIDTH]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
+def test_every_printed_line_of_a_tutorial_fits_in_100_columns(path, outputs):
+    assert wide_lines(outputs[path.name].stdout) == []
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
+def test_the_narration_is_short_paragraphs(path):
+    for cell in tutorial.cells(path.read_text()):
+        if cell.kind != "markdown":
+            continue
+        for paragraph in re.split(r"\n\s*\n", cell.source):
+            if paragraph.lstrip().startswith(("|", "$$")):       # a table, display math
+                continue
+            assert len(paragraph.splitlines()) <= PARAGRAPH, paragraph[:200]

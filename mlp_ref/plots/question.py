@@ -30,7 +30,7 @@ def seed_problem(effect, axes=None):
         return fig, fig.subplots(1, 3, gridspec_kw={"width_ratios": [1, 1, 1.1]})
     fig, axes = take_axes(axes, 3, make)
     before, after, delta = effect["before"], effect["after"], effect["delta"]
-    idx = np.arange(1, before.shape[0] + 1)
+    idx = np.arange(before.shape[0])                  # samples counted from 0, as in the code
     for a, k, title in [(axes[0], 1, "out2: asked to rise \u2014 rises"),
                         (axes[1], 0, "out1: asked to stay \u2014 moves")]:
         colour = OUT_COLOURS[f"out{k + 1}"]
@@ -47,7 +47,7 @@ def seed_problem(effect, axes=None):
         lo, hi = min(before[:, k].min(), after[:, k].min()), max(before[:, k].max(), after[:, k].max())
         a.set_ylim(lo - 0.08 * (hi - lo), hi + 0.3 * (hi - lo))     # room for the notes on top
     worst = int(np.argmax(np.abs(delta[:, 0])))
-    axes[1].text(0.5, 0.97, f"max |\u0394out1| = {sci(abs(delta[worst, 0]))} (sample {worst + 1})",
+    axes[1].text(0.5, 0.97, f"max |\u0394out1| = {sci(abs(delta[worst, 0]))} (sample {worst})",
                  transform=axes[1].transAxes, ha="center", va="top", fontsize=11)
     axes[1].ticklabel_format(axis="y", style="plain", useOffset=False)
     axes[0].text(0.5, 0.97, "open: before    filled: after the step", transform=axes[0].transAxes,
