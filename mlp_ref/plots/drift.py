@@ -74,9 +74,27 @@ def drift_vs_lr(results, axes=None):
     axes[0].set_ylabel("max |\u0394out1| on the batch (log)")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=11)
-    fig.suptitle("One step with G = [0, \u22121]: naive and mask move out1 O(lr), projection "
-                 "O(lr\u00b2);\nfreezing holds it exactly (0.0), span and restore to round-off")
+    fig.suptitle(_drift_title({r for res in results for r in res["rules"]}))
     return fig
+
+
+def _drift_title(rules):
+    """The title of ``drift_vs_lr``: what each rule drawn does, and nothing of a rule not drawn."""
+    def names(*pairs):
+        return " and ".join(label for rule, label in pairs if rule in rules)
+    first = []
+    if names(("naive", "naive"), ("masked", "mask")):
+        verb = "moves" if len({"naive", "masked"} & rules) == 1 else "move"
+        first.append(f"{names(('naive', 'naive'), ('masked', 'mask'))} {verb} out1 O(lr)")
+    if "project" in rules:
+        first.append("projection O(lr\u00b2)")
+    second = []
+    if "freeze" in rules:
+        second.append("freezing holds it exactly (0.0)")
+    if names(("span", "span"), ("project+restore", "restore")):
+        second.append(f"{names(('span', 'span'), ('project+restore', 'restore'))} to round-off")
+    title = "One step with G = [0, \u22121]: " + ", ".join(first)
+    return title + (";\n" + ", ".join(second) if second else "")
 
 
 #: How another implementation's points are drawn over the reference's curves in
