@@ -228,7 +228,8 @@ def test_the_frameworks_drift_figure_draws_each_implementations_points_on_the_re
 def test_drift_vs_lrs_title_names_only_the_rules_it_draws():
     from mlp_ref.measurements import drift
     lrs = np.logspace(-4, -2, 3)
-    two = plots.drift_vs_lr([drift.one_step("seed", rules=["naive", "project"], lrs=lrs, slope_max_lr=1e-3)]).get_suptitle()
+    two = drift.one_step("seed", rules=["naive", "project"], lrs=lrs, slope_max_lr=1e-3)
+    two = plots.drift_vs_lr([two]).get_suptitle()
     assert "naive moves out1 O(lr), projection O(lr\u00b2)" in two
     assert not any(word in two for word in ("mask", "freez", "span", "restore"))
     every = plots.drift_vs_lr([drift.one_step("seed", lrs=lrs, slope_max_lr=1e-3)]).get_suptitle()

@@ -431,3 +431,17 @@ def test_the_narration_is_short_paragraphs(path):
             if paragraph.lstrip().startswith(("|", "$$")):       # a table, display math
                 continue
             assert len(paragraph.splitlines()) <= PARAGRAPH, paragraph[:200]
+
+
+def test_06s_span_is_0_0_where_it_says_and_round_off_where_it_says():
+    # "its drift is 0.0 in the guarantees' one-step runs on the seed network (lr <= 1e-2) and
+    # round-off, not 0.0, elsewhere (the first table: unseen inputs at lr 0.1, and the visible
+    # network)"
+    from mlp_ref.measurements.table import GUARANTEE_LRS
+    seed = drift.one_step("seed", rules=["span"], lrs=GUARANTEE_LRS)["span"]
+    assert max(GUARANTEE_LRS) <= 1e-2
+    assert np.all(seed["drift_batch"] == 0.0) and np.all(seed["drift_unseen"] == 0.0)
+    at_01 = drift.one_step("seed", rules=["span"], lrs=[LR["seed"]])["span"]["drift_unseen"][0]
+    visible = drift.one_step("visible", rules=["span"], lrs=[LR["visible"]])["span"]
+    for value in (at_01, visible["drift_batch"][0], visible["drift_unseen"][0]):
+        assert 0.0 < value <= 1e-12

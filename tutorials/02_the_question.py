@@ -58,7 +58,7 @@ for name, (net, X, _) in SETUPS.items():
     print(f"\n{name}: mean gain of out2 = {delta[:, 1].mean():.3f}, "
           f"max |change of out1| = {np.max(np.abs(delta[:, 0])):.2e}")
     show("  delta out1 per sample", delta[:, 0], sci=True)
-figure("seed_problem", question.naive_step_effect(*SETUPS["visible"][:2], G_QUESTION, lr=LR["visible"]))
+figure("step_effect", question.naive_step_effect(*SETUPS["visible"][:2], G_QUESTION, lr=LR["visible"]))
 
 # %% [markdown]
 # ## 3. The Jacobian of out1, all of it

@@ -16,8 +16,9 @@ from .style import (HATCHES, OUT_COLOURS, PALETTE, SETUP_LABELS, STAGE_CMAP, fix
 
 
 @styled
-def seed_problem(effect, axes=None):
-    """out1 and out2 per sample before and after a naive step with G = [0, -1].
+def step_effect(effect, axes=None):
+    """out1 and out2 per sample before and after a naive step with G = [0, -1], on any setup
+    (tutorial 02 draws the visible one; :func:`seed_problem` is this figure on the seed setup).
 
     ``effect`` is ``question.naive_step_effect(...)``: ``before``, ``after``, ``delta``
     (n, 2), ``lr`` and ``ratio``. Three panels: out2 before -> after; out1 before -> after on its own,
@@ -68,6 +69,10 @@ def seed_problem(effect, axes=None):
     fig.suptitle(f"One plain gradient step with G = [0, \u22121] (lr = {effect['lr']:g}): "
                  f"out2 rises as asked, and out1 moves too")
     return fig
+
+
+#: figures/seed_problem.png: :func:`step_effect` on the seed setup (``python -m mlp_ref figures``)
+seed_problem = step_effect
 
 
 def times(ratio):
