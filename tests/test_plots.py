@@ -1,5 +1,7 @@
 """Every plot function: returns a Figure with the expected axes, draws into the caller's axes,
 states a takeaway, leaks no style, and draws exactly the data it is handed."""
+import matplotlib
+import matplotlib.text
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
@@ -236,3 +238,18 @@ def test_drift_vs_lrs_title_names_only_the_rules_it_draws():
     for said in ("naive and mask move out1 O(lr)", "projection", "freezing holds it exactly (0.0)",
                  "span and restore to round-off"):
         assert said in every
+
+
+def test_words_in_a_fixs_colour_keep_their_contrast_on_a_projector(weight_changes, geometry):
+    # WCAG 2 level AA for text, 4.5:1 on white; the mask's orange (2.25:1) failed it as a title
+    from mlp_ref.plots.style import PALETTE, TEXT_CONTRAST, contrast, text_colour
+    assert contrast("#E69F00") < TEXT_CONTRAST and contrast("black") == pytest.approx(21)
+    for fix in PALETTE:
+        assert contrast(text_colour(fix)) >= TEXT_CONTRAST
+    faint = {matplotlib.colors.to_hex(c) for c in PALETTE.values() if contrast(c) < TEXT_CONTRAST}
+    for fig in (plots.network_fixes(weight_changes), plots.projection_geometry(geometry)):
+        words = [t for t in fig.findobj(matplotlib.text.Text) if t.get_text().strip()]
+        in_a_fix = [t for t in words if matplotlib.colors.to_hex(t.get_color()) in
+                    {matplotlib.colors.to_hex(text_colour(f)) for f in PALETTE}]
+        assert in_a_fix                                          # the fixes' names, in their colours
+        assert not [t.get_text() for t in words if matplotlib.colors.to_hex(t.get_color()) in faint]

@@ -13,7 +13,7 @@ from ..measurements.fits import ROUNDOFF
 from .axes import (ROUNDOFF_TEXT, ZERO_FLOOR, at_floor, decade_ticks, drifting_range, guide,
                    join_broken, roundoff_band, strip)
 from .style import (MARKERS, PALETTE, SETUP_LABELS, fix_label, new_figure, num, sci, styled,
-                    take_axes)
+                    take_axes, text_colour)
 
 
 #: The rules whose one-step drift equals naive's exactly in the question (drawn as markers only).
@@ -310,7 +310,7 @@ def heldout_drift(result, axes=None):
         ax.scatter(*result["batch"].T, s=120, edgecolor="black", lw=1.6, zorder=3, clip_on=False,
                    facecolor=[cmap(norm(d)) if d > 0 else "0.93" for d in at_batch])
         note = f"on the slice: {_range_note(D)}\nat the batch: {_range_note(at_batch)}"
-        ax.set_title(f"{fix_label(rule)}\n{note}", color=PALETTE[rule], fontweight="bold",
+        ax.set_title(f"{fix_label(rule)}\n{note}", color=text_colour(rule), fontweight="bold",
                      fontsize=11)
         ax.set_xlabel("x1")
         ax.set_xticks([0, 0.5, 1])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.lines import Line2D
 
-from .style import MARKERS, PALETTE, new_figure, signed, styled, take_axes
+from .style import MARKERS, PALETTE, new_figure, signed, styled, take_axes, text_colour
 
 
 _DRIFT_LABELS = {"naive": "naive", "project": "projected", "project+restore": "projected + restored"}
@@ -51,7 +51,7 @@ def projection_geometry(result, axes=None):
         d = result["changes"][name]
         d1 = "0" if d[0] == 0.0 else "0 to round-off" if abs(d[0]) < 1e-12 else signed(d[0])
         ax.annotate(f"{text}\n\u0394out1 = {d1}\n\u0394out2 = {signed(d[1])}", end, xytext=offset,
-                    textcoords="offset points", ha=ha, va=va, color=PALETTE[name], fontsize=11,
+                    textcoords="offset points", ha=ha, va=va, color=text_colour(name), fontsize=11,
                     bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})
 
     arrow(t0, naive, PALETTE["naive"])

@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.patches import Rectangle
 
 from .style import (HATCHES, OUT_COLOURS, PALETTE, SETUP_LABELS, STAGE_CMAP, fix_label, new_figure, power,
-                    num, sci, styled, take_axes)
+                    num, sci, styled, take_axes, text_colour)
 
 
 @styled
@@ -299,16 +299,16 @@ def network_fixes(result, axes=None):
                     ax.text(x + 0.24, y, names[l][i], ha="left", va="center", fontsize=11,
                             zorder=4)
                     continue
-                text_colour = "black" if l == 0 or face == "white" or norm(db) < 0.55 else "white"
+                on_node = "black" if l == 0 or face == "white" or norm(db) < 0.55 else "white"
                 ax.text(x, y, names[l][i], ha="center", va="center", fontsize=10, zorder=4,
-                        color=text_colour)
+                        color=on_node)
         ax.set_xlim(-0.3, len(sizes) - 0.3)
         ax.set_ylim(-(max(sizes) - 1) / 2 - 0.55, (max(sizes) - 1) / 2 + 0.55)
         ax.set_axis_off()
         drift = result[rule]["drift_batch"]
         d_text = "0 exactly" if drift == 0.0 else sci(drift)
         ax.set_title(f"{fix_label(rule)}\n{_NETWORK_TAKEAWAYS.get(rule, '')}",
-                     color=PALETTE[rule], fontweight="bold", fontsize=12, va="bottom")
+                     color=text_colour(rule), fontweight="bold", fontsize=12, va="bottom")
         ax.text(0.5, -0.02, f"max |\u0394out1| = {d_text}", transform=ax.transAxes, ha="center",
                 va="top", fontsize=11)
     bar = fig.colorbar(matplotlib.cm.ScalarMappable(
