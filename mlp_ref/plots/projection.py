@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator
 
 from .style import MARKERS, PALETTE, new_figure, signed, styled, take_axes, text_colour
 
@@ -151,6 +152,9 @@ def projection_cost(d, axes=None):
         a.set_xticks(n)
         a.set_xticklabels([str(int(v)) for v in n])
         a.minorticks_off()
+        # values are read off the y axis: ticks at 1, 2 and 5 of every decade, as plain numbers
+        a.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
+        a.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         a.grid(True, which="major", alpha=0.3)
         a.legend(loc="upper left")
     sizes = "-".join(str(s) for s in d["sizes"])
