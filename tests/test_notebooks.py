@@ -15,6 +15,7 @@ Needs the [notebooks] extra (jupytext, nbclient, ipykernel): skipped with a reas
 failure in CI. The committed tutorial 07 ran with both frameworks; its comparison needs them.
 """
 import base64
+import functools
 import importlib.util
 import re
 import sys
@@ -48,8 +49,15 @@ def nbformat():
     return nbformat
 
 
-def committed(nbformat, path):
+@functools.lru_cache(maxsize=None)
+def _committed(path):
+    import nbformat
     return nbformat.read(make.notebook_path(path), as_version=4)
+
+
+def committed(nbformat, path):
+    """The committed notebook of ``path``, read once (a test that changes it takes a copy)."""
+    return _committed(path)
 
 
 def code_outputs(nb):
@@ -305,3 +313,16 @@ def test_every_line_a_notebook_prints_fits_in_100_columns(path, nbformat):
         return "" if {"image/png", "text/markdown"} & set(data) else data.get("text/plain", "")
     texts = [shown_text(o) for cell in code_outputs(committed(nbformat, path)) for o in cell]
     assert [line for text in texts for line in text.splitlines() if len(line) > 100] == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_html_page_shows_its_math_and_figures_offline(path, nbformat):
+    nb = committed(nbformat, path)
+    page = make.html(nb, path.stem)
+    prose = re.sub(r"<pre.*?</pre>", "", page, flags=re.S)
+    assert "$" not in prose                                  # no LaTeX source left to read
+    assert prose.count('class="math"') >= sum(c.source.count("$") for c in nb.cells
+                                              if c.cell_type == "markdown") // 4
+    assert "<script" not in page and 'src="http' not in page and "<link" not in page    # nothing fetched
+    pngs = sum("image/png" in o.get("data", {}) for cell in code_outputs(nb) for o in cell)
+    assert page.count('<img alt="figure" src="data:image/png;base64,') == pngs >= 1

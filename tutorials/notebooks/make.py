@@ -5,6 +5,7 @@ executed, with their outputs (numbers, figures, code listings) stored in them.
     python tutorials/notebooks/make.py            # every tutorial: convert, execute, write
     python tutorials/notebooks/make.py 05 07      # only these
     python tutorials/notebooks/make.py --check    # are the committed ones current? (code, text)
+    python tutorials/notebooks/make.py --html DIR # the committed ones as HTML pages, math offline
 
 The percent script stays the one source: a notebook is the script's cells, converted by jupytext,
 after one first cell of our own (:func:`colab_cell`, which installs mlp-ref when the notebook runs
@@ -360,6 +361,66 @@ def differences(script, fresh=None):
     return output_differences(notebook_path(script).name, committed, fresh)
 
 
+# -- HTML that shows its math offline -------------------------------------------------------------
+STYLE = """body { max-width: 60rem; margin: 2rem auto; padding: 0 1rem; font: 16px/1.5 sans-serif; }
+pre { background: #f6f8fa; padding: .6rem; overflow-x: auto; font-size: 13px; }
+pre.output { background: none; border-left: 3px solid #ddd; }
+img { max-width: 100%; }  .math { font-family: serif; white-space: nowrap; }
+div.math { margin: .6rem 2rem; }"""
+
+
+def html(nb, title):
+    """The executed notebook ``nb`` as one self-contained HTML page: its markdown rendered
+    (markdown-it, which jupytext installs), its math as Unicode text (``mlp_ref.tutorial``'s
+    ``latex_text``: K₁₂ = J₁ J₂ᵀ), code and printed output as preformatted text, figures as
+    embedded PNGs. No script and nothing fetched: Jupyter's own export renders math with
+    MathJax from the web, and shows the ``$...$`` source offline; this page shows the math."""
+    import html as escape
+    from markdown_it import MarkdownIt
+
+    from mlp_ref.tutorial import latex_text
+
+    md = MarkdownIt("commonmark").enable("table")
+
+    def markdown(text):
+        maths = []
+
+        def keep(match, display):
+            maths.append((display, latex_text(match.group(1))))
+            return f"MATH{len(maths) - 1}X"
+        text = re.sub(r"\$\$(.+?)\$\$", lambda m: keep(m, True), text, flags=re.S)
+        text = re.sub(r"\$(.+?)\$", lambda m: keep(m, False), text)
+        out = md.render(text)
+        for i, (display, math) in enumerate(maths):
+            tag = "div" if display else "span"
+            out = out.replace(f"MATH{i}X", f'<{tag} class="math">{escape.escape(" ".join(math.split()))}</{tag}>')
+        return out
+
+    def pre(text, kind):
+        return f'<pre class="{kind}">{escape.escape(text)}</pre>'
+
+    parts = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            parts.append(markdown(cell.source))
+            continue
+        parts.append(pre(cell.source, "code"))
+        for output in cell.outputs:
+            if output["output_type"] == "stream":
+                parts.append(pre(output["text"], "output"))
+                continue
+            data = output.get("data", {})
+            if "image/png" in data:
+                parts.append(f'<img alt="figure" src="data:image/png;base64,{data["image/png"].strip()}">')
+            elif "text/markdown" in data:
+                parts.append(markdown(data["text/markdown"]))
+            elif "text/plain" in data:
+                parts.append(pre(data["text/plain"], "output"))
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f"<title>{escape.escape(title)}</title>\n<style>\n{STYLE}\n</style>\n</head>\n<body>\n"
+            + "\n".join(parts) + "\n</body>\n</html>\n")
+
+
 # -- the notebooks' README ------------------------------------------------------------------------
 def readme():
     """tutorials/notebooks/README.md: each notebook, its link on GitHub and on Colab."""
@@ -389,10 +450,23 @@ def main(argv=None):
                         help="only say whether the committed notebooks' cells are the scripts' (fast)")
     parser.add_argument("--check-outputs", action="store_true",
                         help="also execute each and compare its outputs with the committed ones (slow)")
+    parser.add_argument("--html", metavar="DIR",
+                        help="write the committed notebooks as HTML pages into DIR (math shown offline)")
     args = parser.parse_args(argv)
     chosen = scripts(args.names)
     if not chosen:
         parser.error(f"no tutorial matches {args.names}")
+    if args.html:
+        import nbformat
+
+        out = Path(args.html)
+        out.mkdir(parents=True, exist_ok=True)
+        for script in chosen:
+            nb = nbformat.read(notebook_path(script), as_version=4)
+            page = out / f"{Path(script).stem}.html"
+            page.write_text(html(nb, nb.cells[1].source.splitlines()[0].lstrip("# ")), encoding="utf-8")
+            print(page)
+        return 0
     if args.check or args.check_outputs:
         problems = [p for s in chosen
                     for p in (differences(s) if args.check_outputs else stale_cells(s))]
