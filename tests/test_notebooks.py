@@ -326,3 +326,19 @@ def test_the_html_page_shows_its_math_and_figures_offline(path, nbformat):
     assert "<script" not in page and 'src="http' not in page and "<link" not in page    # nothing fetched
     pngs = sum("image/png" in o.get("data", {}) for cell in code_outputs(nb) for o in cell)
     assert page.count('<img alt="figure" src="data:image/png;base64,') == pngs >= 1
+
+
+def test_the_framework_files_tutorial_07_imports_ship_in_the_package():
+    # package data, so that a notebook of 07 finds them from any folder, in an installed wheel
+    # too (setuptools globs each pattern from the package's folder)
+    import configparser
+    from mlp_ref.resources import frameworks_folder
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    patterns = [p.strip() for p in cfg["options.package_data"]["mlp_ref.resources"].split(",")]
+    package = ROOT / "mlp_ref" / "resources"
+    shipped = {f for pattern in patterns for f in package.glob(pattern) if f.is_file()}
+    for name in ("torch_fixes.py", "tf_fixes.py", "README.md"):
+        assert frameworks_folder() / name in shipped
+    assert frameworks_folder() == package / "frameworks"
