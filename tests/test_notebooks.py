@@ -342,3 +342,11 @@ def test_the_framework_files_tutorial_07_imports_ship_in_the_package():
     for name in ("torch_fixes.py", "tf_fixes.py", "README.md"):
         assert frameworks_folder() / name in shipped
     assert frameworks_folder() == package / "frameworks"
+
+
+def test_a_relative_difference_is_compared_by_its_order_of_magnitude():
+    line = "  PyTorch      seed     project: drift, relative difference from mlp_ref {}\n"
+    assert make.same_text(line.format("6.8e-05"), line.format("1.4e-05"))   # the emulated CPU's
+    assert not make.same_text(line.format("6.8e-05"), line.format("3.0e-07"))
+    other = "  PyTorch      seed     project: drift on the batch {}\n"
+    assert not make.same_text(other.format("6.8e-05"), other.format("1.4e-05"))
