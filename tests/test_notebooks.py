@@ -344,9 +344,10 @@ def test_the_framework_files_tutorial_07_imports_ship_in_the_package():
     assert frameworks_folder() == package / "frameworks"
 
 
-def test_a_relative_difference_is_compared_by_its_order_of_magnitude():
-    line = "  PyTorch      seed     project: drift, relative difference from mlp_ref {}\n"
-    assert make.same_text(line.format("6.8e-05"), line.format("1.4e-05"))   # the emulated CPU's
-    assert not make.same_text(line.format("6.8e-05"), line.format("3.0e-07"))
+def test_a_relative_difference_is_round_off_and_not_compared_by_value():
+    line = "  PyTorch      visible  project: drift, relative difference from mlp_ref {}\n"
+    assert make.same_text(line.format("1.8e-08"), line.format("1.8e-10"))   # emulated CPUs
+    assert not make.same_text(line.format("1.8e-08"), line.format("n/a"))
+    assert not make.same_text(line.format("1.8e-08"), line.replace("project", "naive").format("1.8e-08"))
     other = "  PyTorch      seed     project: drift on the batch {}\n"
     assert not make.same_text(other.format("6.8e-05"), other.format("1.4e-05"))
