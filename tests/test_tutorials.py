@@ -430,7 +430,9 @@ def test_the_narration_is_short_paragraphs(path):
         for paragraph in re.split(r"\n\s*\n", cell.source):
             if paragraph.lstrip().startswith(("|", "$$")):       # a table, display math
                 continue
-            assert len(paragraph.splitlines()) <= PARAGRAPH, paragraph[:200]
+            # a list: each item is a paragraph of its own
+            for item in re.split(r"\n(?=\s*(?:[-*]|\d+\.) )", paragraph):
+                assert len(item.splitlines()) <= PARAGRAPH, item[:200]
 
 
 def test_06s_span_is_0_0_where_it_says_and_round_off_where_it_says():
