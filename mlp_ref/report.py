@@ -1,6 +1,8 @@
 """The measurements as text, for the command line and the tutorials: one function per table."""
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
 from .measurements.rules import RULES
@@ -16,13 +18,15 @@ def format_table(rows):
     """``table.question_table`` as text: the table, a legend defining its columns, and one line
     per rule on what it guarantees."""
     n = rows[0]["long_steps"]
-    head = (f"{'setup':8} {'rule':16} {'lr':>5} | {'out2 gain':>10} {'|dout1| batch':>14} "
-            f"{'|dout1| unseen':>15} | {'out2 gain':>10} {'|dout1| batch':>14} {'|dout1| unseen':>15}")
-    lines = [f"{'':31} | {'after 1 step':^41} | {f'after {n} steps':^41}", head, "-" * len(head)]
+    group = f"{'out2 gain':>9} {'|dout1|':>10} {'|dout1|':>10}"           # 99 columns in all
+    under = f"{'':9} {'batch':>10} {'unseen':>10}"
+    head = f"{'setup':8} {'rule':16} {'lr':>5} | {group} | {group}"
+    lines = [f"{'':31} | {'after 1 step':^31} | {f'after {n} steps':^31}", head,
+             f"{'':31} | {under} | {under}", "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['setup']:8} {_rule_cell(r):16} {r['lr']:>5g} | {r['gain_1']:10.4g} "
-                     f"{r['drift_batch_1']:14.3e} {r['drift_unseen_1']:15.3e} | {r['gain_n']:10.4g} "
-                     f"{r['drift_batch_n']:14.3e} {r['drift_unseen_n']:15.3e}")
+        lines.append(f"{r['setup']:8} {_rule_cell(r):16} {r['lr']:>5g} | {r['gain_1']:9.4g} "
+                     f"{r['drift_batch_1']:10.3e} {r['drift_unseen_1']:10.3e} | {r['gain_n']:9.4g} "
+                     f"{r['drift_batch_n']:10.3e} {r['drift_unseen_n']:10.3e}")
     lines += ["", "Columns (each after 1 step and after the last, measured from the start):",
               "  lr              the step size of every step",
               "  out2 gain       mean over the batch of (out2 - out2 at the start): what G asks to raise",
@@ -32,8 +36,8 @@ def format_table(rows):
     lams = sorted({r["settings"]["lam"] for r in rows if "lam" in r["settings"]})
     if lams:
         label = "lam=" + ", ".join(f"{v:g}" for v in lams)
-        lines.append(f"  {label:15} the penalty's weight: it adds lam/2 ||out1 - out1 at the start||^2 "
-                     "on the batch to the loss")
+        lines.append(f"  {label:15} the penalty's weight: it adds to the loss")
+        lines.append(f"  {'':15} lam/2 ||out1 - out1 at the start||^2 on the batch")
     lines.append(f"  {OUTPUT_INDICES}")
     lines.append("")
     lines.append("What each rule guarantees for out1:")
@@ -61,11 +65,19 @@ def _state_name(op):
     return "the initial state" if op == "initial" else f"the state after {op}"
 
 
-def format_replay(rows, precision=4):
+#: What the replay shows, in one paragraph (tutorial 03 prints it once, under the replay).
+VERDICT = ("Verdict: the mask alone does not hold out1, nor does var_list alone. train_op2 keeps it "
+           "fixed because var_list = [W2, b2] freezes the shared layer W1, b1 and the mask zeroes "
+           "out1's column of G, so out1's own weights get no gradient; train_op12 (the same "
+           "var_list, no mask) and the masked loss on all variables both move out1.")
+
+
+def format_replay(rows, precision=4, verdict=True):
     """``answer_replay.replay_answer`` as the script prints it (hidden, out, loss, loss2), plus
     out1's change, each row measured the same two ways: made by the op alone (from the state it
-    ran from), and since the initial state."""
-    lines = [f"{OUTPUT_INDICES}: out1 is the first column of out below.",
+    ran from), and since the initial state; then the :data:`VERDICT` unless ``verdict`` is False
+    (tutorial 03 says it in its own words, in its next section)."""
+    lines = [f"{OUTPUT_INDICES}:", "out1 is the first column of out below.",
              "Each op runs on the state the op before it left (the unrun op: on the initial state);",
              "out1's change is measured from that state (made by this op) and from the initial state.",
              ""]
@@ -84,14 +96,12 @@ def format_replay(rows, precision=4):
                 by_op = f"max |change of out1| made by this op (from {_state_name(r['after'])})"
                 since = "max |change of out1| since the initial state"
                 width = max(len(by_op), len(since))
-                lines.append(f"{by_op:{width}} = {d:.3e}   -> {verdict}")
+                lines.append(f"{by_op:{width}} = {d:.3e}")
                 lines.append(f"{since:{width}} = {np.max(np.abs(r['d_out1_start'])):.3e}")
+                lines.append(f"  -> {verdict}")
             lines.append("")
-    lines.append("Verdict: the mask alone does not hold out1, nor does var_list alone. train_op2 "
-                 "keeps it fixed because var_list = [W2, b2] freezes the shared layer W1, b1 and "
-                 "the mask zeroes out1's column of G, so out1's own weights get no gradient; "
-                 "train_op12 (the same var_list, no mask) and the masked loss on all variables "
-                 "both move out1.")
+    if verdict:
+        lines += textwrap.wrap(VERDICT, width=100)
     return "\n".join(lines)
 
 
@@ -103,11 +113,11 @@ def format_guarantees(measured):
     def cell(label, slope):
         return label if slope is None else f"{label} ({slope:.2f})"
 
-    head = f"{'rule':16}" + "".join(f" | {s + ' batch':>20} {s + ' unseen':>20}" for s in setups)
+    head = f"{'rule':16}" + "".join(f" | {s + ' batch':>18} {s + ' unseen':>18}" for s in setups)
     lines = [head, "-" * len(head)]
     for rule in rules:
         lines.append(f"{rule:16}" + "".join(
-            f" | {cell(*measured[(s, rule)]['batch']):>20} {cell(*measured[(s, rule)]['unseen']):>20}"
+            f" | {cell(*measured[(s, rule)]['batch']):>18} {cell(*measured[(s, rule)]['unseen']):>18}"
             for s in setups))
     return "\n".join(lines)
 
@@ -123,12 +133,13 @@ def format_continual(result):
                      f"{r['new_acc'][-1]:7.3f}  {r['drift_max']:13.3f}  {r['drift_mean']:7.4f}  "
                      f"{mem:>9}  {1e3 * r['seconds_per_step']:8.1f}  "
                      f"{r['peak_bytes'] / 2**20:8.2f}")
-    lines += ["old acc, new acc: the fraction of the old (0-4) and the new (5-9) test images read "
+    legend = ["old acc, new acc: the fraction of the old (0-4) and the new (5-9) test images read "
               "right after the last step;",
               f"max|d out0-4|, mean: the largest and the mean |change of outputs 0-4| on the "
               f"{result['n_test']['old']} old test images; on memory: the largest on the memory's own images;",
               "ms/step (the mean over every step but the first), peak MiB (tracemalloc's peak above "
-              "its start, in the first step): each fix as it runs here, projection and restoring",
+              "its start, in the first step): each fix as it runs here, projection and restoring "
               "in the fast tier, the others in the reference (whose gradient keeps every stage): "
               "they compare these implementations, not the rules."]
+    lines += [line for item in legend for line in textwrap.wrap(item, width=100)]
     return "\n".join(lines)

@@ -45,16 +45,21 @@ class Stop(SystemExit):
     """Raised at a ``--step`` pause on Ctrl-C (status 130) or end of input (status 0)."""
 
 
-def pause(prompt, where):
-    """Wait for Enter. Ctrl-C or Ctrl-D stops the script with a one-line message."""
+def pause(prompt, where, out=None):
+    """Wait for Enter. Ctrl-C or Ctrl-D stops the script with a one-line message, written to
+    ``out`` (default ``sys.stdout``): the terminal itself, not a :class:`Pager` that would count
+    the line and pause again."""
+    out = sys.stdout if out is None else out
     try:
         input(prompt)
     except KeyboardInterrupt:
-        print(f"\nstopped {where} (Ctrl-C)")
-        raise Stop(130) from None
+        said, status = "Ctrl-C", 130
     except EOFError:
-        print(f"\nstopped {where} (end of input)")
-        raise Stop(0) from None
+        said, status = "end of input", 0
+    else:
+        return
+    print(f"\nstopped {where} ({said})", file=out, flush=True)
+    raise Stop(status) from None
 
 
 # -- the cells of a percent script ----------------------------------------------------------
@@ -124,11 +129,19 @@ def latex_text(math):
     return re.sub(r"(?<=\S) {2,}", " ", s.replace("{", "").replace("}", ""))
 
 
+def _display_math(math):
+    """Display math, indented: on one line when it fits in 100 columns, else line by line as
+    written in the cell (a long formula is broken where its author broke it)."""
+    one = "    " + " ".join(latex_text(math).split())
+    if len(one) <= 100:
+        return one
+    return "\n".join("    " + " ".join(latex_text(line).split()) for line in math.splitlines() if line.strip())
+
+
 def markdown_text(markdown):
     """A markdown cell as plain text for a terminal: headings underlined, math through
     :func:`latex_text`, links as "text (url)", emphasis and backticks dropped."""
-    markdown = re.sub(r"\$\$(.+?)\$\$", lambda m: "    " + " ".join(latex_text(m.group(1)).split()),
-                      markdown, flags=re.S)
+    markdown = re.sub(r"\$\$(.+?)\$\$", lambda m: _display_math(m.group(1)), markdown, flags=re.S)
     out = []
     for line in markdown.splitlines():
         line = re.sub(r"\$(.+?)\$", lambda m: latex_text(m.group(1)), line)
@@ -159,8 +172,8 @@ class Pager(io.TextIOBase):
                 self.count += 1
                 if self.count >= self.rows:
                     self.stream.flush()
-                    pause("[more: press Enter] ", "in the middle of a section")
-                    self.count = 0
+                    self.count = 0           # a new page starts whether Enter comes or not
+                    pause("[more: press Enter] ", "in the middle of a section", out=self.stream)
         return len(text)
 
     def flush(self):
@@ -205,7 +218,7 @@ def run_headless(namespace, argv=None, stdin=None):
                     if step:
                         sys.stdout.count = 0
                         pause(f"\n[press Enter for: {heading.group(1)}] ",
-                              f"before {heading.group(1)!r}")
+                              f"before {heading.group(1)!r}", out=stdout)
                 print("\n" + text)
             elif cell.first_line + len(cell.lines) > caller_line + 1:    # not yet run: run it
                 skip = max(caller_line + 1 - cell.first_line, 0)      # the calling cell: its rest

@@ -1,6 +1,6 @@
-"""The framework modules of tutorials/frameworks, loaded for the tests (each framework once).
+"""The framework modules of mlp_ref/resources/frameworks (package data), loaded for the tests (each framework once).
 
-    fx = load("torch")          # tutorials/frameworks/torch_fixes.py, or a skip (a failure in CI)
+    fx = load("torch")          # mlp_ref/resources/frameworks/torch_fixes.py, or a skip (a failure in CI)
 
 torch_fixes and tf_fixes define the same functions with the same meaning, so one test serves
 both; what differs (a direction is a dict in PyTorch, a list in TensorFlow) is hidden behind
@@ -10,16 +10,16 @@ import gc
 import importlib
 import textwrap
 import sys
-from pathlib import Path
 
 import numpy as np
 from _extras import require
 
 from mlp_ref.jacobian import flatten
+from mlp_ref.resources import frameworks_folder
 
-FRAMEWORKS_DIR = Path(__file__).resolve().parents[1] / "tutorials" / "frameworks"
+FRAMEWORKS_DIR = frameworks_folder()
 
-#: framework module -> the file of tutorials/frameworks that holds its fixes
+#: framework module -> the file of mlp_ref/resources/frameworks that holds its fixes
 MODULES = {"torch": "torch_fixes", "tensorflow": "tf_fixes"}
 #: the name tutorial 07 prints for each framework -> its module
 NAMES = {"PyTorch": "torch", "TensorFlow 2": "tensorflow"}

@@ -1,5 +1,6 @@
-"""What the slow tests run in other processes: a tutorial as a script, a tutorial as a notebook in
-a Jupyter kernel, the figures command from an installed wheel, the bench command.
+"""What the slow tests run in other processes: a tutorial as a script (as a notebook in a Jupyter
+kernel: tutorials/notebooks/make.py), the figures command from an installed wheel, the bench
+command.
 
 Each is a plain function that runs one thing and returns what it gave; the tests that read it
 carry the ``slow`` marker, and the fixtures that call it are scoped so that each runs once per
@@ -65,37 +66,6 @@ def run_tutorial(path, *args):
     else:
         cmd = [sys.executable, str(path), *args]
     return run(cmd, timeout=300, env=tutorial_env(), cwd=ROOT)
-
-
-def execute_notebook(path):
-    """The tutorial converted by jupytext and executed by nbclient in a fresh Jupyter kernel
-    that keeps no history (nothing written into ~/.ipython); tutorial 07 with the frameworks
-    hidden by a first cell, removed again after the run. Returns the executed notebook."""
-    import jupytext
-    import nbclient
-    import nbformat
-
-    nb = jupytext.read(path)
-    hide = path.name == FRAMEWORKS_TUTORIAL
-    if hide:
-        nb.cells.insert(0, nbformat.v4.new_code_cell(HIDE_FRAMEWORKS))
-    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                                     resources={"metadata": {"path": str(ROOT)}},
-                                     extra_arguments=["--HistoryManager.enabled=False"])
-    old = {k: os.environ.get(k) for k in ("MPLBACKEND", "PYTHONPATH")}
-    os.environ.update({k: v for k, v in tutorial_env().items() if k in old})
-    try:
-        client.execute()
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    if hide:
-        first = nb.cells.pop(0)
-        assert first.source == HIDE_FRAMEWORKS, first
-    return nb
 
 
 def wheel_figures(tmp):

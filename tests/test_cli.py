@@ -93,7 +93,7 @@ def test_table_is_the_default_and_prints_every_rule(capsys):
     assert OUTPUT_INDICES in legend
     # the printed numbers are the measurements'
     naive, = table.question_table(setups=("seed",), rules=["naive"], long_steps=3)
-    assert f"{naive['drift_batch_n']:14.3e}" in text
+    assert f" {naive['drift_batch_n']:10.3e} " in text
     capacity = splitting.out2_capacity(steps=3)
     for variant in ("freeze", "heads", "towers", "project+restore"):
         c = capacity[variant]

@@ -1,4 +1,4 @@
-"""The PyTorch and TensorFlow fixes of tutorials/frameworks, checked against the NumPy reference.
+"""The PyTorch and TensorFlow fixes of mlp_ref/resources/frameworks (package data), checked against the NumPy reference.
 
 From the same weights on the seed and the visible setups: every direction equals mlp_ref.fixes'
 (float64, 1e-12 relative); freezing holds out1 bit for bit; the projection drifts O(lr^2) on the

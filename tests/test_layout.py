@@ -21,7 +21,11 @@ def is_module(name):
     return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
 
 
-MODULES = {module_name(p): ast.parse(p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))}
+#: mlp_ref/resources/frameworks holds package data, not modules: files tutorial 07 puts on sys.path
+#: (torch_fixes, tf_fixes), which mlp_ref never imports
+DATA = PACKAGE / "resources" / "frameworks"
+MODULES = {module_name(p): ast.parse(p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))
+           if DATA not in p.parents}
 #: the modules that are packages (an __init__.py): their relative imports start from themselves
 PACKAGES = {module_name(p) for p in PACKAGE.rglob("__init__.py")}
 

@@ -1,5 +1,7 @@
 """Every plot function: returns a Figure with the expected axes, draws into the caller's axes,
 states a takeaway, leaks no style, and draws exactly the data it is handed."""
+import matplotlib
+import matplotlib.text
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
@@ -236,3 +238,79 @@ def test_a_measurement_is_read_only_and_leaves_what_it_shares_writable():
     arrays = [v for v in stages.values() if isinstance(v, np.ndarray)]
     assert arrays and not any(a.flags.writeable for a in arrays)
     assert G_QUESTION.flags.writeable
+
+
+def test_drift_vs_lrs_title_names_only_the_rules_it_draws():
+    from mlp_ref.measurements import drift
+    lrs = np.logspace(-4, -2, 3)
+    two = drift.one_step("seed", rules=["naive", "project"], lrs=lrs, slope_max_lr=1e-3)
+    two = plots.drift_vs_lr([two]).get_suptitle()
+    assert "naive moves out1 O(lr), projection O(lr\u00b2)" in two
+    assert not any(word in two for word in ("mask", "freez", "span", "restore"))
+    every = plots.drift_vs_lr([drift.one_step("seed", lrs=lrs, slope_max_lr=1e-3)]).get_suptitle()
+    for said in ("naive and mask move out1 O(lr)", "projection", "freezing holds it exactly (0.0)",
+                 "span and restore to round-off"):
+        assert said in every
+
+
+def test_words_in_a_fixs_colour_keep_their_contrast_on_a_projector(weight_changes, geometry):
+    # WCAG 2 level AA for text, 4.5:1 on white; the mask's orange (2.25:1) failed it as a title
+    from mlp_ref.plots.style import PALETTE, TEXT_CONTRAST, contrast, text_colour
+    assert contrast("#E69F00") < TEXT_CONTRAST and contrast("black") == pytest.approx(21)
+    for fix in PALETTE:
+        assert contrast(text_colour(fix)) >= TEXT_CONTRAST
+    faint = {matplotlib.colors.to_hex(c) for c in PALETTE.values() if contrast(c) < TEXT_CONTRAST}
+    for fig in (plots.network_fixes(weight_changes), plots.projection_geometry(geometry)):
+        words = [t for t in fig.findobj(matplotlib.text.Text) if t.get_text().strip()]
+        in_a_fix = [t for t in words if matplotlib.colors.to_hex(t.get_color()) in
+                    {matplotlib.colors.to_hex(text_colour(f)) for f in PALETTE}]
+        assert in_a_fix                                          # the fixes' names, in their colours
+        assert not [t.get_text() for t in words if matplotlib.colors.to_hex(t.get_color()) in faint]
+
+
+def test_the_exactly_0_row_is_ticked_0_not_read_as_a_decade(drift_results, trajectories):
+    from mlp_ref.plots import ZERO_FLOOR
+    for fig in (plots.drift_vs_lr(drift_results), plots.trajectories(trajectories)):
+        log_axes = [ax for ax in fig.axes if ax.get_yscale() == "log" or ax.get_xscale() == "log"]
+        ticked = []
+        for ax in log_axes:
+            for axis in (ax.yaxis, ax.xaxis):
+                ticks = dict(zip(axis.get_majorticklocs(), (t.get_text() for t in axis.get_majorticklabels())))
+                if ZERO_FLOOR in ticks:
+                    ticked.append(ticks[ZERO_FLOOR])
+        assert ticked and set(ticked) == {"0"}
+
+
+def test_a_point_of_continual_tradeoff_under_another_is_drawn_again_over_it():
+    from mlp_ref.plots.continual import OVERLAP, _covered
+    at = [(0.853, 0.877), (0.853, 0.890), (0.5, 0.5), (0.62, 0.93), (0.62, 0.93)]
+    runs = [{"new_acc": [x], "old_acc": [y]} for x, y in at]
+    # towers under project m=128 (0.013 apart), freeze under span 128 (the same point)
+    assert _covered(runs, [60, 60, 60, 60, 60]) == [60, 0, 0, 60, 0]
+    assert 0.013 < OVERLAP
+    far = [{"new_acc": [0.0], "old_acc": [0.0]}, {"new_acc": [OVERLAP * 1.01], "old_acc": [0.0]}]
+    assert _covered(far, [60, 60]) == [0, 0]
+
+
+def test_continual_steps_legend_lies_over_no_data():
+    steps = np.arange(21)
+    runs = [{"fix": fix, "m": m, "old_acc": 1 - steps / 40, "new_acc": steps / 21}
+            for fix, m in plots.continual.STEP_RUNS]
+    fig = plots.continual_steps({"runs": runs})
+    assert not any(ax.get_legend() for ax in fig.axes) and len(fig.legends) == 1
+    fig.canvas.draw()
+    legend = fig.legends[0].get_window_extent()
+    for ax in fig.axes:
+        assert not legend.overlaps(ax.get_window_extent())
+
+
+def test_projection_costs_values_are_read_off_labelled_ticks():
+    cost = projection_cost.projection_cost_data(projection_cost.load())
+    fig = plots.projection_cost(cost)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        lo, hi = ax.get_ylim()
+        shown = [(v, t.get_text()) for v, t in zip(ax.get_yticks(), ax.get_yticklabels()) if lo <= v <= hi]
+        decades = np.log10(hi / lo)
+        assert len(shown) >= 2 * decades                # 1, 2 and 5 of each decade: 3 a decade
+        assert all(text == f"{v:g}" for v, text in shown)   # as plain numbers

@@ -8,6 +8,7 @@ per concept: test_question, test_masking, test_splitting, test_projection, test_
 import ast
 import io
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -175,6 +176,28 @@ def test_step_pauses_before_each_section_and_pages_a_long_one(tmp_path, monkeypa
     pages = [p for p in prompts if "more" in p]
     assert sections == ["\n[press Enter for: 1. First] ", "\n[press Enter for: 2. Second] "]
     assert len(pages) == (5 + 25) // 10            # a page is 13 - 3 lines; 5 lines of section 1 text
+
+
+@pytest.mark.parametrize("key, status, said", [(EOFError, 0, "(end of input)"),
+                                               (KeyboardInterrupt, 130, "(Ctrl-C)")])
+@pytest.mark.parametrize("at", ["more", "press Enter for: 2."])
+def test_ctrl_c_or_ctrl_d_stops_at_every_prompt_of_step(tmp_path, monkeypatch, key, status, said, at):
+    # the pager's prompt too: its "stopped" line once, then the end (it used to go through the
+    # pager, whose line count was still at its limit, which asked again, and again)
+    prompts = []
+
+    def pressed(prompt=""):
+        prompts.append(prompt)
+        if at in prompt:
+            raise key
+        return ""
+    monkeypatch.setattr("builtins.input", pressed)
+    monkeypatch.setattr("shutil.get_terminal_size", lambda *a: os.terminal_size((80, 13)))
+    code, out = run_script_text(tmp_path, ("s.py", "--step"), FakeStdin(True), lines=25)
+    assert code == status
+    assert sum(at in p for p in prompts) == 1 and at in prompts[-1]
+    where = "in the middle of a section" if at == "more" else "before '2. Second'"
+    assert out.endswith(f"\nstopped {where} {said}\n") and out.count("stopped") == 1
 
 
 def test_ctrl_c_while_a_cell_runs_stops_with_one_line(tmp_path):
@@ -382,3 +405,45 @@ def test_07_without_frameworks_runs_prints_every_function_and_says_what_it_did_n
     for framework in NAMES:
         assert {"naive", "freeze", "project", "restore", "penalty", "adam_projected"} <= {
             name for fw, name in blocks if fw == framework}
+
+
+# -- narration a class can read ------------------------------------------------------------------
+WIDTH = 100           # columns: what a terminal, a projected notebook and GitHub show unbroken
+PARAGRAPH = 8         # lines: a paragraph says one thing
+
+
+def wide_lines(text):
+    return [line for line in text.splitlines() if len(line) > WIDTH]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
+def test_every_printed_line_of_a_tutorial_fits_in_100_columns(path, outputs):
+    assert wide_lines(outputs[path.name].stdout) == []
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
+def test_the_narration_is_short_paragraphs(path):
+    for cell in tutorial.cells(path.read_text()):
+        if cell.kind != "markdown":
+            continue
+        for paragraph in re.split(r"\n\s*\n", cell.source):
+            if paragraph.lstrip().startswith(("|", "$$")):       # a table, display math
+                continue
+            # a list: each item is a paragraph of its own
+            for item in re.split(r"\n(?=\s*(?:[-*]|\d+\.) )", paragraph):
+                assert len(item.splitlines()) <= PARAGRAPH, item[:200]
+
+
+def test_06s_span_is_0_0_where_it_says_and_round_off_where_it_says():
+    # "its drift is 0.0 in the guarantees' one-step runs on the seed network (lr <= 1e-2) and
+    # round-off, not 0.0, elsewhere (the first table: unseen inputs at lr 0.1, and the visible
+    # network)"
+    from mlp_ref.measurements.table import GUARANTEE_LRS
+    seed = drift.one_step("seed", rules=["span"], lrs=GUARANTEE_LRS)["span"]
+    assert max(GUARANTEE_LRS) <= 1e-2
+    assert np.all(seed["drift_batch"] == 0.0) and np.all(seed["drift_unseen"] == 0.0)
+    at_01 = drift.one_step("seed", rules=["span"], lrs=[LR["seed"]])["span"]["drift_unseen"][0]
+    visible = drift.one_step("visible", rules=["span"], lrs=[LR["visible"]])["span"]
+    for value in (at_01, visible["drift_batch"][0], visible["drift_unseen"][0]):
+        assert 0.0 < value <= 1e-12

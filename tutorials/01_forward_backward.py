@@ -68,11 +68,12 @@ print(f"\nby hand: X[0] @ W1[:, 0] + b1[0] = {X[0] @ net.params['W1'][:, 0] + ne
 #
 # (and $da_0 = dz_1 W_1^\top$, $\partial L / \partial X$, which no parameter needs).
 #
-# $G = \partial L / \partial O$ for every row: 0 for out1 (leave it alone), $-1$ for out2 (a
-# step against the gradient raises it). No loss needs to be written down: $G$ itself defines
-# one, $L = \sum_{ik} G_{ik} O_{ik}$, whose gradient with respect to $O$ is $G$ (the scalar the
-# finite differences of §8 differentiate). The parameter gradients are
-# $g = \sum_i \sum_k G_{ik} \, \partial O_{ik} / \partial \theta$ (sample $i$, output $k$). The figure shows every stage as a heatmap.
+# $G = \partial L / \partial O$ for every row: 0 for out1 (leave it alone), $-1$ for out2 (a step
+# against the gradient raises it). No loss needs to be written down: $G$ itself defines one,
+# $L = \sum_{ik} G_{ik} O_{ik}$, whose gradient with respect to $O$ is $G$ (the scalar the finite
+# differences of §8 differentiate). The parameter gradients are
+# $g = \sum_i \sum_k G_{ik} \, \partial O_{ik} / \partial \theta$ (sample $i$, output $k$). The
+# figure shows every stage as a heatmap.
 
 # %%
 back = net.backward(record, G_QUESTION)
@@ -145,7 +146,8 @@ figure("seed_problem", question.naive_step_effect(net, X, G_QUESTION, lr=LR))   
 # %%
 half = net.copy().step(back.grads, LR / 2)(X) - record.output
 ratio = np.abs(d_out[:, 0]) / np.abs(half[:, 0])
-print(f"|delta out1 at lr {LR}| / |delta out1 at lr {LR / 2}| per sample:", np.round(ratio, 3))
+print(f"|delta out1 at lr {LR}| / |delta out1 at lr {LR / 2}|, sample by sample:")
+print("  ", np.round(ratio, 3))
 
 # %% [markdown]
 # ## 8. Check every stage against finite differences
@@ -159,7 +161,10 @@ print(f"|delta out1 at lr {LR}| / |delta out1 at lr {LR / 2}| per sample:", np.r
 
 # %%
 report = mr.gradcheck.check(net, X, G_QUESTION)
-print(report)
+for s in report.stages:              # each stage at its worst entry: backward's value, the difference's
+    print(f"{s.stage:>4} {str(s.shape):>7}  rel_error {s.rel_error:8.2e}   "
+          f"ours {s.ours:+.10e}   numerical {s.numerical:+.10e}")
+print(str(report).splitlines()[-1])     # the verdict
 
 # %% [markdown]
 # ## What to remember

@@ -34,18 +34,19 @@ SETUPS = {"seed": seed_setup(), "visible": visible_setup()}
 
 # %%
 for name, (net, X, _) in SETUPS.items():
-    print(f"{name:8} {net!r}   X {X.shape}   P = {net.n_params} parameters   lr = {LR[name]}")
+    print(f"{name:8} {net!r}\n{'':8} X {X.shape}, P = {net.n_params} parameters, lr = {LR[name]}")
 print("G =", G_QUESTION, "for every row")
 
 # %% [markdown]
 # ## 2. One naive step: out2 rises, and out1 moves
 #
 # One plain gradient step $\theta \leftarrow \theta - \eta\, g$ with
-# $g = \sum_i \sum_k G_{ik}\, \partial O_{ik}/\partial\theta$ (sample $i$, output $k$: what `loss.backward()` and an optimizer's step
-# do). On the seed setup out2 rises by about 1.5 on average, and out1 moves by at most about
-# 2e-4: small, but not zero. On the visible setup out2 rises by about 1.4, and out1 moves by up
-# to about 0.4: up to about a quarter of what out2 gained (a fifth on average), although $G$ asked for no change of out1
-# at all. The figure shows the visible setup.
+# $g = \sum_i \sum_k G_{ik}\, \partial O_{ik}/\partial\theta$ (sample $i$, output $k$: what
+# `loss.backward()` and an optimizer's step do). On the seed setup out2 rises by about 1.5 on
+# average, and out1 moves by at most about 2e-4: small, but not zero. On the visible setup out2
+# rises by about 1.4, and out1 moves by up to about 0.4: up to about a quarter of what out2 gained
+# (a fifth on average), although $G$ asked for no change of out1 at all. The figure shows the
+# visible setup.
 
 # %%
 steps = {}
@@ -57,20 +58,21 @@ for name, (net, X, _) in SETUPS.items():
     print(f"\n{name}: mean gain of out2 = {delta[:, 1].mean():.3f}, "
           f"max |change of out1| = {np.max(np.abs(delta[:, 0])):.2e}")
     show("  delta out1 per sample", delta[:, 0], sci=True)
-figure("seed_problem", question.naive_step_effect(*SETUPS["visible"][:2], G_QUESTION, lr=LR["visible"]))
+figure("step_effect", question.naive_step_effect(*SETUPS["visible"][:2], G_QUESTION, lr=LR["visible"]))
 
 # %% [markdown]
 # ## 3. The Jacobian of out1, all of it
 #
-# To first order a step $D$ moves output $k$ by $-\eta\, J_k D$, where $J_k$ ($n \times P$) is
-# the Jacobian of output $k$ over the batch: row $i$ is $\partial O_{i,k}/\partial\theta$, the
+# To first order a step $D$ moves output $k$ by $-\eta\, J_k D$, where $J_k$ ($n \times P$) is the
+# Jacobian of output $k$ over the batch: row $i$ is $\partial O_{i,k}/\partial\theta$, the
 # gradient of one number. So row $i$ of $J_1$ is one backward pass of $G = [1, 0]$ on sample $i$
 # alone. On the seed network $J_1$ is $8 \times 26$: here it is, one block of columns per
-# parameter, in the order `W1, b1, W2, b2` (row-major, as `jacobian.flatten` orders them). The
-# columns of `W2[:, 1]` and `b2[1]`, out2's own weights, are exactly 0: out1 does not read them.
-# The columns of `W1` and `b1` are not: out1 reads the shared hidden layer. (At three decimals a
-# few small entries of the `W1` columns print as `0.` or `-0.`: small, not zero; the count below
-# is of exact zeros.)
+# parameter, in the order `W1, b1, W2, b2` (row-major, as `jacobian.flatten` orders them).
+#
+# The columns of `W2[:, 1]` and `b2[1]`, out2's own weights, are exactly 0: out1 does not read
+# them. The columns of `W1` and `b1` are not: out1 reads the shared hidden layer. (At three
+# decimals a few small entries of the `W1` columns print as `0.` or `-0.`: small, not zero; the
+# count below is of exact zeros.)
 
 # %%
 net, X, _ = SETUPS["seed"]
@@ -90,8 +92,8 @@ print(f"\ncolumns of W2[:, 1] and b2[1] (columns {out2s_own}) that are exactly 0
 # %% [markdown]
 # ## 4. Why: the cross-output tangent kernel
 #
-# With $G$'s out1 column zero ($G_1 = 0$, and $G_2 = G[:, 1]$, the column of $-1$s), $g = J_2^\top G_2$,
-# so out1 moves by
+# With $G$'s out1 column zero ($G_1 = 0$, and $G_2 = G[:, 1]$, the column of $-1$s),
+# $g = J_2^\top G_2$, so out1 moves by
 #
 # $$\Delta \mathrm{out}_1 \approx -\eta\, J_1 g = -\eta\, K_{12}\, G_2, \qquad K_{12} = J_1 J_2^\top \;(n \times n),$$
 #

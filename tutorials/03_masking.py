@@ -74,16 +74,16 @@ figure("backprop_stages", stages, zeroed=stages["zeroed"])
 # %% [markdown]
 # ## 3. The answer's script, replayed
 #
-# `measurements.answer_replay.replay_answer` runs the answer's TensorFlow script in NumPy: the seed setup,
-# then its three train ops one after another, each printing `hidden`, `out`, `loss` and `loss2`
-# as the script does, plus the change of out1 each op made, and one op the answer never ran:
-# the masked loss with **all** variables. Each op is one step of
+# `measurements.answer_replay.replay_answer` runs the answer's TensorFlow script in NumPy: the
+# seed setup, then its three train ops one after another, each printing `hidden`, `out`, `loss`
+# and `loss2` as the script does, plus the change of out1 each op made, and one op the answer
+# never ran: the masked loss with **all** variables. Each op is one step of
 # `net.step(net.gradient(X, G), 0.1)`, with $G$ the gradient of its loss and the parameters
 # outside its `var_list` zeroed.
 
 # %%
 rows = answer_replay.replay_answer()
-print(report.format_replay(rows, precision=3))
+print(report.format_replay(rows, precision=3, verdict=False))   # the verdict: §4
 
 # %% [markdown]
 # ## 4. The verdict
@@ -108,17 +108,20 @@ for op in ("train_op2", "mask, all variables"):
 # %% [markdown]
 # ## 5. What a mask is for: missing labels
 #
-# A mask is the right tool when a label is missing: here out1's label is unknown for samples 3
-# and 6. Whatever we write in those two places of $Y$ (0, or a made-up 1000), the masked
-# gradient is the same, bit for bit: the loss changes by a constant, the gradient does not see
-# the hole at all. Without the mask the made-up 1000 would dominate the gradient. What the mask
-# does not do is hold out1 still: a step still changes out1 on samples 3 and 6 (by about 0.2
-# here), because it learns out1 from the other six samples, through out1's own weights and the
-# shared layers. A mask decides what the loss sees, not what the network changes.
+# A mask is the right tool when a label is missing: here out1's label is unknown for samples 2
+# and 5 (rows 2 and 5 of $X$: samples are counted from 0, as Python counts them). Whatever we
+# write in those two places of $Y$ (0, or a made-up 1000), the masked gradient is the same, bit
+# for bit: the loss changes by a constant, the gradient does not see the hole at all. Without
+# the mask the made-up 1000 would dominate the gradient.
+#
+# What the mask does not do is hold out1 still: a step still changes out1 on samples 2 and 5
+# (by about 0.2 here), because it learns out1 from the other six samples, through out1's own
+# weights and the shared layers. A mask decides what the loss sees, not what the network
+# changes.
 
 # %%
 missing = np.ones_like(Y)
-missing[[2, 5], 0] = 0.0                         # samples 3 and 6: out1's label unknown
+missing[[2, 5], 0] = 0.0                         # samples 2 and 5: out1's label unknown
 Y_zero, Y_junk = Y.copy(), Y.copy()
 Y_zero[[2, 5], 0], Y_junk[[2, 5], 0] = 0.0, 1000.0
 (l_zero, G_zero), (l_junk, G_junk) = (losses.masked_mse(out, y, missing) for y in (Y_zero, Y_junk))
@@ -132,7 +135,7 @@ print(f"gradient norm: masked {norm(g_zero):.3f};  unmasked with the made-up 100
       f"{norm(g_nomask):.1f}")
 stepped = net.copy().step(g_zero, 0.1)
 change = np.abs(stepped(X)[[2, 5], 0] - out[[2, 5], 0])
-print(f"after one masked step (lr 0.1), |change of out1| on samples 3 and 6: "
+print(f"after one masked step (lr 0.1), |change of out1| on samples 2 and 5: "
       f"{change[0]:.3f}, {change[1]:.3f}")
 
 # %% [markdown]

@@ -8,15 +8,20 @@
 #
 # The accepted answer's first recipe: "introduce two sets of variables: one for the connections
 # between the hidden layer and the first output block, one for the rest", then train only out2's
-# connections (its snippet passes `var_list=[W_h_to_out2, b_h_to_out2]`: of "the rest", the
-# output layer's part alone). Three ways to write it
-# down: freeze every layer but the output layer (`fixes.freeze`, the `var_list = [W2, b2]` of the
-# answer's scripts: with this $G$, whose out1 column is 0, only out2's weights in that layer
-# move; §2 says when that is not enough), give each output its own head on a shared trunk
-# (`SplitHeads`: training out2's head alone is the snippet's `var_list`), or give each output a
-# whole network of its own (`TwoTower`). Each holds out1 exactly: not to first
-# order, but to the last bit, on every input, at every step size. Each has a price, which we
-# measure.
+# connections. Its snippet passes `var_list=[W_h_to_out2, b_h_to_out2]`: of "the rest", only the
+# output layer's part.
+#
+# There are three ways to write it down:
+#
+# - **freeze** every layer but the output layer: `fixes.freeze`, the `var_list = [W2, b2]` of
+#   the answer's scripts. With this $G$, whose out1 column is 0, only out2's weights in that
+#   layer move; §2 says when that is not enough.
+# - give each output its own **head** on a shared trunk: `SplitHeads`. Training out2's head
+#   alone is the snippet's `var_list`.
+# - give each output a whole network of its own: **two towers**, `TwoTower`.
+#
+# Each holds out1 exactly: not to first order, but to the last bit, on every input, at every
+# step size. Each has a price, which we measure.
 
 # %%
 import numpy as np
@@ -88,7 +93,7 @@ print(f"seed, G of the MSE, var_list = [W2, b2]: out1 identical: {exactly_held(n
 
 # %%
 heads = SplitHeads.from_mlp(net)
-print(f"{heads!r}: same outputs as the MLP on unseen inputs: "
+print(f"{heads!r}:\n  same outputs as the MLP on unseen inputs: "
       f"{np.array_equal(heads(PROBE), net(PROBE))}")
 print("trunk:", heads.trunk_keys, "  head 0:", heads.head_keys(0), "  head 1:", heads.head_keys(1))
 grads = heads.gradient(X, G_mse)
@@ -110,7 +115,7 @@ for keys, what in [(heads.head_keys(1), "head 1 only"), (heads.head_keys(1) + he
 
 # %%
 towers = TwoTower.from_mlp(net)
-print(f"{towers!r}: max |towers - MLP| on unseen inputs = "
+print(f"{towers!r}:\n  max |towers - MLP| on unseen inputs = "
       f"{np.max(np.abs(towers(PROBE) - net(PROBE))):.1e};  parameters {towers.n_params} "
       f"(the MLP: {net.n_params})")
 grads = towers.gradient(X, G_mse)
@@ -125,16 +130,20 @@ print(f"  the visible setup as two towers: {TwoTower.from_mlp(visible_setup()[0]
 # %% [markdown]
 # ## 5. The price: what out2 can still learn
 #
-# `measurements.splitting.out2_capacity` teaches out2 a **new** function, $x_1 x_2 - x_3$, on 32 inputs,
-# for 200 steps, holding out1, starting from the visible network. The first cell below is its
-# loop for freezing, written out: the same curve, bit for bit. Freezing and separate heads are the
-# same thing here (the same 17 parameters move: out2's 16 weights and its bias, and the same
+# `measurements.splitting.out2_capacity` teaches out2 a **new** function, $x_1 x_2 - x_3$, on 32
+# inputs, for 200 steps, holding out1, starting from the visible network. The first cell below is
+# its loop for freezing, written out: the same curve, bit for bit. Freezing and separate heads are
+# the same thing here (the same 17 parameters move: out2's 16 weights and its bias, and the same
 # MSE curve, bit for bit): out2 can only re-weight features the trunk learnt for both, and its
-# error stays about 6 times that of unconstrained training. Two towers learn like unconstrained
-# training (the same MSE curve, to round-off: tower 1 is the MLP without out1's column), at
-# almost twice the parameters. Projection with
-# restoring (tutorial 05) lands in between, holds out1 on the 32 inputs to round-off - and
-# lets it drift on unseen ones.
+# error stays about 6 times that of unconstrained training.
+#
+# Two towers learn like unconstrained training (the same MSE curve, to round-off: tower 1 is the
+# MLP without out1's column), at almost twice the parameters. Projection with restoring (tutorial
+# 05) lands in between, holds out1 on the 32 inputs to round-off - and lets it drift on unseen
+# ones.
+#
+# `python -m mlp_ref` prints this table too, after its own `--steps`: 100 by default, so its final
+# MSEs are higher than these, after 200 (`python -m mlp_ref --steps 200` prints this table's).
 
 # %%
 net = visible_setup()[0].copy()

@@ -40,11 +40,13 @@ out1_ref = net(X)[:, 0]                    # the values to hold on the batch
 # ($n \times P$, $P$ the number of parameters) is the Jacobian of out1 over the batch. A step
 # $\theta \leftarrow \theta - \eta D$ moves out1 by $-\eta J_1 D$ to first order: on the visible
 # setup $\max|J_1 g|$ is about 49, so the naive step of $\eta = 0.01$ moves out1 by about 0.49 to
-# first order (0.39 measured, in tutorial 02), and $J_1 D$ is round-off, below 1e-12. The part removed, $g - D = J_1^\top \alpha$, is
-# orthogonal to $D$ (their cosine is round-off): $D$ is the orthogonal projection of $g$ onto
-# the null space of $J_1$, the closest direction to $g$ that does not move out1 to first order.
-# It keeps about 84% of $g$'s length. The figure draws the same thing in a network with two
-# parameters: the projected step runs along the tangent of out1's level set.
+# first order (0.39 measured, in tutorial 02), and $J_1 D$ is round-off, below 1e-12.
+#
+# The part removed, $g - D = J_1^\top \alpha$, is orthogonal to $D$ (their cosine is round-off):
+# $D$ is the orthogonal projection of $g$ onto the null space of $J_1$, the closest direction to
+# $g$ that does not move out1 to first order. It keeps about 84% of $g$'s length. The figure draws
+# the same thing in a network with two parameters: the projected step runs along the tangent of
+# out1's level set.
 
 # %%
 g = fixes.naive(net, X, G_QUESTION)
@@ -61,17 +63,17 @@ figure("projection_geometry", projection.projection_geometry)      # computed on
 # %% [markdown]
 # ## 2. The same projection with the Jacobian written out
 #
-# On the seed network $J_1$ is only $8 \times 26$ (tutorial 02 printed it), so we can build it
-# and project with the pseudo-inverse, $D = g - J_1^{+} J_1 g$ (`np.linalg.pinv(J1)`, which
-# equals $J_1^\top (J_1 J_1^\top)^{+}$ for every $J_1$, and $J_1^\top (J_1 J_1^\top)^{-1}$ when $J_1$
-# has full row rank, as here: rank 8). It agrees
-# with `fixes.project`, which never builds $J_1$, to round-off: within
-# $\epsilon \cdot \mathrm{cond}(J_1)$, about 1e-10 relative, all that a solve of this
-# conditioning can promise ($\epsilon$ = 2.2e-16, float64's; the digits below depend on the
-# machine's LAPACK). A warning
-# on the way: `np.linalg.pinv(J1 @ J1.T)` would square $J_1$'s condition number (about 5e5 on
-# this network with its near-identical hidden units) and agree only to about 1e-7; that is why
-# `fixes.project` refines its solve once by default (`refine=1`; `fixes.nullspace`'s docstring
+# On the seed network $J_1$ is only $8 \times 26$ (tutorial 02 printed it), so we can build it and
+# project with the pseudo-inverse, $D = g - J_1^{+} J_1 g$ (`np.linalg.pinv(J1)`, which equals
+# $J_1^\top (J_1 J_1^\top)^{+}$ for every $J_1$, and $J_1^\top (J_1 J_1^\top)^{-1}$ when $J_1$ has
+# full row rank, as here: rank 8).
+#
+# It agrees with `fixes.project`, which never builds $J_1$, to round-off: within
+# $\epsilon \cdot \mathrm{cond}(J_1)$, about 1e-10 relative, all that a solve of this conditioning
+# can promise ($\epsilon$ = 2.2e-16, float64's; the digits below depend on the machine's LAPACK).
+# A warning on the way: `np.linalg.pinv(J1 @ J1.T)` would square $J_1$'s condition number (about
+# 5e5 on this network with its near-identical hidden units) and agree only to about 1e-7; that is
+# why `fixes.project` refines its solve once by default (`refine=1`; `fixes.nullspace`'s docstring
 # says what a pass buys).
 
 # %%
@@ -135,18 +137,18 @@ for name, res in steps.items():
 #
 # $$\theta \leftarrow \theta - J_1^\top (J_1 J_1^\top)^{+} \big(\mathrm{out}_1(\theta) - \mathrm{out}_1^{\mathrm{ref}}\big),$$
 #
-# the smallest step that cancels the residual to first order, repeated with $J_1$ recomputed. Near the constraint each step
-# squares the residual (Gauss-Newton converges quadratically): after one projected step at
-# lr = 0.01 on the visible setup, three restoring steps take it from about 2e-2 to round-off
-# (below 1e-12, restore's tolerance). Off the batch restoring promises nothing: the drift on
-# unseen inputs, a few hundredths after the projected step, moves but is still a few hundredths
-# after restoring, O(lr).
+# the smallest step that cancels the residual to first order, repeated with $J_1$ recomputed. Near
+# the constraint each step squares the residual (Gauss-Newton converges quadratically): after one
+# projected step at lr = 0.01 on the visible setup, three restoring steps take it from about 2e-2
+# to round-off (below 1e-12, restore's tolerance). Off the batch restoring promises nothing: the
+# drift on unseen inputs, a few hundredths after the projected step, moves but is still a few
+# hundredths after restoring, O(lr).
 
 # %%
 stepped = net.copy().step(D, 0.01)
 report = fixes.restore(stepped, X, out1_ref)
 print(report)
-print("max |out1 - out1_ref| before each restoring step and after the last:",
+print("max |out1 - out1_ref| before each restoring step and after the last:\n  ",
       ", ".join(f"{r:.1e}" for r in report.history))
 projected = net.copy().step(D, 0.01)
 print(f"on unseen inputs: max |change of out1| after the projected step "

@@ -7,9 +7,10 @@
 # too. How do we take a step that leaves out1 unchanged?
 #
 # The accepted answer is written in TensorFlow 1, and a student who outgrows a 26-parameter
-# NumPy network takes the fixes to PyTorch or TensorFlow 2. They live in `tutorials/frameworks/`
-# as functions to import and call, `torch_fixes.py` and `tf_fixes.py`, each in its framework's
-# own idiom, with the same names (`model_from`, `naive`, `freeze`, `masked`, `project`,
+# NumPy network takes the fixes to PyTorch or TensorFlow 2. They ship inside the package
+# (`mlp_ref/resources/frameworks/`, found by `frameworks_folder()` from any folder) as functions
+# to import and call, `torch_fixes.py` and `tf_fixes.py`, each in its framework's own idiom,
+# with the same names (`model_from`, `naive`, `freeze`, `masked`, `project`,
 # `restore`, `penalty`, `adam_projected`, ...). This tutorial shows their source, read from those
 # files (what you read is what runs), and runs them for each framework that is installed, from
 # the weights of mlp-ref's two setups, beside the NumPy reference.
@@ -21,7 +22,6 @@
 import importlib
 import os
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -30,17 +30,14 @@ from mlp_ref.data import probe_inputs
 from mlp_ref.jacobian import dense_rows, flatten
 from mlp_ref.measurements import rules, table
 from mlp_ref.measurements.drift import one_step_beside
+from mlp_ref.resources import frameworks_folder
 from mlp_ref.setups import G_QUESTION, SETUPS
 from mlp_ref.tutorial import figure, listing, run_headless
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 
-if "__file__" in globals():
-    FOLDER = Path(__file__).resolve().parent / "frameworks"
-else:                                        # a notebook, opened from tutorials/ or the root
-    FOLDER = next((p for p in (Path.cwd() / "frameworks", Path.cwd() / "tutorials" / "frameworks")
-                   if p.is_dir()), Path.cwd() / "frameworks")
-#: name shown -> (file in tutorials/frameworks, the framework's own module)
+FOLDER = frameworks_folder()                # inside the installed package: found from any folder
+#: name shown -> (file in FOLDER, the framework's own module)
 FRAMEWORKS = {"PyTorch": ("torch_fixes", "torch"), "TensorFlow 2": ("tf_fixes", "tensorflow")}
 LR = setups.LR                          # 0.1 on the seed network, 0.01 on the visible one
 MASK = np.array([0.0, 1.0])                  # the answer's mask
@@ -64,8 +61,8 @@ def load(framework):
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] != needs:
             raise                                           # a real error, not a missing framework
-        print(f"{framework}: NOT RUN here, {needs} is not installed; its code is shown all the "
-              f"same (pip install -e '.[frameworks]' to run it).")
+        print(f"{framework}: NOT RUN here, {needs} is not installed;\n"
+              f"  its code is shown all the same (pip install -e '.[frameworks]' to run it).")
         return None
 
 
@@ -180,12 +177,12 @@ for name, fx in RUN.items():
 #
 # `masked(model, X, Y, mask)` differentiates the answer's `loss2`,
 # $\mathrm{mean}\big((m \odot O - Y)^2\big)$, as `mlp_ref.losses.masked_mse` does. The answer
-# masks the output and not the target, so the masked column (out1's) still adds $y_1^2$ to the value;
-# $\mathrm{mean}\big((m \odot (O - Y))^2\big)$ masks both. For a 0/1 mask the two have the same
-# gradient ($m^2 = m$), and their values differ by exactly
+# masks the output and not the target, so the masked column (out1's) still adds $y_1^2$ to the
+# value; $\mathrm{mean}\big((m \odot (O - Y))^2\big)$ masks both. For a 0/1 mask the two have the
+# same gradient ($m^2 = m$), and their values differ by exactly
 # $\mathrm{mean}\big((1 - m) \odot Y^2\big)$, a constant. Which one a framework snippet writes
-# changes the number printed as the loss, never the step. (And with $G = [0, -1]$ the mask changes nothing at all: out1's column
-# of $G$ is already 0; see tutorial 03.)
+# changes the number printed as the loss, never the step. (And with $G = [0, -1]$ the mask changes
+# nothing at all: out1's column of $G$ is already 0; see tutorial 03.)
 
 # %%
 source("PyTorch", "masked_loss", "masked")
@@ -195,8 +192,8 @@ source("TensorFlow 2", "masked_loss", "masked")
 
 # %%
 net, X, Y = SETUP["seed"]
-print(f"seed setup: the answer's loss2 = {losses.masked_mse(net(X), Y, MASK)[0]:.4f};  "
-      f"masking the target too: {np.mean((MASK * (net(X) - Y)) ** 2):.4f};  "
+print(f"seed setup: the answer's loss2 = {losses.masked_mse(net(X), Y, MASK)[0]:.4f};\n"
+      f"  masking the target too: {np.mean((MASK * (net(X) - Y)) ** 2):.4f};  "
       f"mean((1 - mask) y^2) = {np.mean((1 - MASK) * Y ** 2):.4f}")
 for name, fx in RUN.items():
     for setup, (net, X, Y) in SETUP.items():
@@ -238,13 +235,13 @@ for name, fx in RUN.items():
 
 # %% [markdown]
 # A direction that equals mlp_ref's should move out1 as mlp_ref's does. One step of `naive` and
-# one of `project` at each $\eta$ from 1e-5 to 1e-2, taken in each framework from the same
-# weights (`measurements.drift.one_step_beside`), and out1's drift on the batch drawn over mlp_ref's curves:
-# every point lands on mlp_ref's, within 1e-3 relative at every $\eta$. (The largest differences
-# are at the smallest drift, about 1e-13 after a projected step of 1e-5 on the seed network:
-# a difference of two values of out1 near 0.05, each known to a few units of its last digit.)
-# The fitted log-log slopes over $\eta \le$ 1e-3 are 1.00 for naive and 2.00 for project, in
-# NumPy, PyTorch and TensorFlow, on both setups: $O(\eta)$ against $O(\eta^2)$.
+# one of `project` at each $\eta$ from 1e-5 to 1e-2, taken in each framework from the same weights
+# (`measurements.drift.one_step_beside`), and out1's drift on the batch drawn over mlp_ref's
+# curves: every point lands on mlp_ref's, within 1e-3 relative at every $\eta$. (The largest
+# differences are at the smallest drift, about 1e-13 after a projected step of 1e-5 on the seed
+# network: a difference of two values of out1 near 0.05, each known to a few units of its last
+# digit.) The fitted log-log slopes over $\eta \le$ 1e-3 are 1.00 for naive and 2.00 for project,
+# in NumPy, PyTorch and TensorFlow, on both setups: $O(\eta)$ against $O(\eta^2)$.
 
 # %%
 beside = {setup: one_step_beside({name: out1_after(fx) for name, fx in RUN.items()},
@@ -339,16 +336,17 @@ for name, fx in RUN.items():
 # ## 7. Penalty: a restoring force, with a stability limit
 #
 # `penalty` adds $\frac{\lambda}{2}\lVert \mathrm{out}_1 - \mathrm{out}_1^{\mathrm{ref}}\rVert^2$
-# to the loss; its direction equals mlp_ref's to 1e-12 (measured here after one naive step,
-# where the term is not zero). Gradient descent on that term alone multiplies out1's residual by
+# to the loss; its direction equals mlp_ref's to 1e-12 (measured here after one naive step, where
+# the term is not zero). Gradient descent on that term alone multiplies out1's residual by
 # $(I - \eta \lambda J_1 J_1^\top)$, so, linearised at the current weights, it diverges once
-# $\eta \lambda \lambda_{max}(J_1 J_1^\top) > 2$ (the limit moves as the network trains): `largest_stable_lam` gives
-# $2 / (\eta \lambda_{max})$, as `mlp_ref.fixes.penalty_limit(net, X) / lr` does. On the
-# visible setup at $\eta = 0.01$, $\lambda_{max}$ is about 166, so $\lambda$ must stay below
-# about 1.2. A tempting $\lambda = 10$ diverges:
-# $|\Delta \mathrm{out}_1|$ passes 1e3 within 10 steps. $\lambda = 0.5$ (what mlp-ref's table
-# uses) holds, and after 50 steps out1 has drifted less than half as far as under the naive
-# rule, but not zero.
+# $\eta \lambda \lambda_{max}(J_1 J_1^\top) > 2$ (the limit moves as the network trains):
+# `largest_stable_lam` gives $2 / (\eta \lambda_{max})$, as
+# `mlp_ref.fixes.penalty_limit(net, X) / lr` does.
+#
+# On the visible setup at $\eta = 0.01$, $\lambda_{max}$ is about 166, so $\lambda$ must stay
+# below about 1.2. A tempting $\lambda = 10$ diverges: $|\Delta \mathrm{out}_1|$ passes 1e3 within
+# 10 steps. $\lambda = 0.5$ (what mlp-ref's table uses) holds, and after 50 steps out1 has drifted
+# less than half as far as under the naive rule, but not zero.
 
 # %%
 source("PyTorch", "penalty", "largest_stable_lam")
@@ -385,19 +383,20 @@ for name, fx in RUN.items():
 # %% [markdown]
 # ## 8. Adam: project the update, with a fresh J1
 #
-# Adam rescales each coordinate, so a projected gradient comes out of it no longer in $J_1$'s
-# null space. `adam_projected` lets the optimizer step, takes its update $U$ and projects $U$
-# with $J_1$ computed at the weights *before* this step (a $J_1$ kept from an earlier step no
-# longer describes out1). Keras needs two more choices, said in `tf_fixes.adam`: its
-# Python-float hyperparameters would be float32 constants even for a float64 model, and it adds
-# $\epsilon$ to `sqrt(v)`, not to the bias-corrected `sqrt(v_hat)` as PyTorch and mlp-ref do;
-# with $\epsilon$ = 1e-30 below, where it goes does not matter. Over three steps the update
-# equals `mlp_ref.optim.Adam(constraint=nullspace, order="update")`'s to 1e-12 on the visible
-# setup. Not on the seed network: with $\mathrm{cond}(J_1) \approx$ 5e5, $J_1$'s row space itself
-# is fixed only to $\epsilon_{mach} \cdot \mathrm{cond}(J_1)$, about 1e-10, and two correct
-# float64 projections differ by a small multiple of that; the bound checked is
-# $n \cdot \epsilon_{mach} \cdot \mathrm{cond}(J_1)$, one for each of the $n = 8$ rows (or 1e-12,
-# where that is larger), printed below beside $\epsilon_{mach} \cdot \mathrm{cond}(J_1)$.
+# Adam rescales each coordinate, so a projected gradient comes out of it no longer in $J_1$'s null
+# space. `adam_projected` lets the optimizer step, takes its update $U$ and projects $U$ with
+# $J_1$ computed at the weights *before* this step (a $J_1$ kept from an earlier step no longer
+# describes out1). Keras needs two more choices, said in `tf_fixes.adam`: its Python-float
+# hyperparameters would be float32 constants even for a float64 model, and it adds $\epsilon$ to
+# `sqrt(v)`, not to the bias-corrected `sqrt(v_hat)` as PyTorch and mlp-ref do; with $\epsilon$ =
+# 1e-30 below, where it goes does not matter.
+#
+# Over three steps the update equals `mlp_ref.optim.Adam(constraint=nullspace, order="update")`'s
+# to 1e-12 on the visible setup. Not on the seed network: with $\mathrm{cond}(J_1) \approx$ 5e5,
+# $J_1$'s row space itself is fixed only to $\epsilon_{mach} \cdot \mathrm{cond}(J_1)$, about
+# 1e-10, and two correct float64 projections differ by a small multiple of that; the bound checked
+# is $n \cdot \epsilon_{mach} \cdot \mathrm{cond}(J_1)$, one for each of the $n = 8$ rows (or
+# 1e-12, where that is larger), printed below beside $\epsilon_{mach} \cdot \mathrm{cond}(J_1)$.
 
 # %%
 source("PyTorch", "adam", "adam_projected")

@@ -48,9 +48,13 @@ def roundoff_band(ax, floor=ZERO_FLOOR, horizontal=True, label=True):
 
 
 def decade_ticks(ax, lo, hi, every=3, axis="y"):
-    """Log ticks every ``every`` decades from 10^lo to 10^hi, as 10^k."""
+    """Log ticks every ``every`` decades from 10^lo to 10^hi, as 10^k; when the axis reaches
+    down to the "exactly 0" row (10^lo within a decade of ZERO_FLOOR), that row is ticked "0",
+    so that it does not read as the decade it is drawn at."""
     ticks = [10.0 ** k for k in range(lo, hi + 1, every)]
     labels = [power(k) for k in range(lo, hi + 1, every)]
+    if 10.0 ** lo <= ZERO_FLOOR * 10:
+        ticks, labels = [ZERO_FLOOR, *ticks], ["0", *labels]
     (ax.set_yticks if axis == "y" else ax.set_xticks)(ticks, labels)
     (ax.yaxis if axis == "y" else ax.xaxis).set_minor_locator(matplotlib.ticker.NullLocator())
 

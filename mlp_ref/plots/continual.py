@@ -42,10 +42,16 @@ def continual_tradeoff(result, axes=None):
         fig = new_figure(height=5.4)
         return fig, fig.subplots(1, 2)
     fig, (left, right) = take_axes(axes, 2, make)
-    for r in result["runs"]:
-        size = 60 if not r["m"] else 25 + 25 * np.log2(r["m"]) / 2
+    sizes = [60 if not r["m"] else 25 + 25 * np.log2(r["m"]) / 2 for r in result["runs"]]
+    for r, size in zip(result["runs"], sizes):
         left.scatter(r["new_acc"][-1], r["old_acc"][-1], s=size, color=PALETTE[r["fix"]],
                      marker=MARKERS[r["fix"]], edgecolor="black", linewidth=0.5, zorder=3)
+    for r, size in zip(result["runs"], _covered(result["runs"], sizes)):
+        if size:       # under a later point: drawn again over it, hollow, so that both show
+            left.scatter(r["new_acc"][-1], r["old_acc"][-1], s=size * 2.2, facecolor="none",
+                         edgecolor=PALETTE[r["fix"]], marker=MARKERS[r["fix"]], linewidth=2.0,
+                         zorder=4)
+    for r in result["runs"]:
         if r["fix"] in ("project+restore", "freeze"):   # on project's and span's points
             continue
         text = str(r["m"]) if r["m"] else LABELS[r["fix"]]
@@ -98,6 +104,20 @@ def continual_tradeoff(result, axes=None):
     return fig
 
 
+#: Two points of continual_tradeoff closer than this in both accuracies overlap on the figure
+#: (a marker is about 0.025 of the 0 to 1.05 axes wide).
+OVERLAP = 0.025
+
+
+def _covered(runs, sizes):
+    """For each run of continual_tradeoff, its marker size if a point drawn after it covers it
+    (within OVERLAP in both accuracies), else 0."""
+    at = [(r["new_acc"][-1], r["old_acc"][-1]) for r in runs]
+    return [size if any(abs(at[i][0] - at[j][0]) < OVERLAP and abs(at[i][1] - at[j][1]) < OVERLAP
+                        for j in range(i + 1, len(runs))) else 0
+            for i, size in enumerate(sizes)]
+
+
 #: The runs drawn step by step: (fix, m).
 STEP_RUNS = (("naive", 0), ("freeze", 0), ("towers", 0), ("project", 8), ("project", 32),
              ("project", 128), ("span", 32), ("penalty", 128))
@@ -111,7 +131,7 @@ def continual_steps(result, runs=STEP_RUNS, axes=None):
     Returns the Figure.
     """
     def make():
-        fig = new_figure(height=5.0)
+        fig = new_figure(height=5.8)                  # the legend below the panels
         return fig, fig.subplots(1, 2, sharex=True)
     fig, axes = take_axes(axes, 2, make)
     chosen = [r for fix, m in runs for r in result["runs"] if r["fix"] == fix and r["m"] == m]
@@ -127,7 +147,8 @@ def continual_steps(result, runs=STEP_RUNS, axes=None):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(f"test accuracy, {what}")
         ax.grid(True, alpha=0.3)
-    axes[1].legend(loc="lower right", fontsize=10, ncol=2)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=10)   # over no data
     naive = find(result, "naive")
     fig.suptitle(f"A plain step: {naive['old_acc'][0]:.0%} of digits 0-4 right before the second "
                  f"task, {naive['old_acc'][-1]:.0%} after {len(naive['old_acc']) - 1} steps")

@@ -13,7 +13,7 @@ from ..measurements.fits import ROUNDOFF
 from .axes import (ROUNDOFF_TEXT, ZERO_FLOOR, at_floor, decade_ticks, drifting_range, guide,
                    join_broken, roundoff_band, strip)
 from .style import (MARKERS, PALETTE, SETUP_LABELS, fix_label, new_figure, num, sci, styled,
-                    take_axes)
+                    take_axes, text_colour)
 
 
 #: The rules whose one-step drift equals naive's exactly in the question (drawn as markers only).
@@ -74,9 +74,27 @@ def drift_vs_lr(results, axes=None):
     axes[0].set_ylabel("max |\u0394out1| on the batch (log)")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=11)
-    fig.suptitle("One step with G = [0, \u22121]: naive and mask move out1 O(lr), projection "
-                 "O(lr\u00b2);\nfreezing holds it exactly (0.0), span and restore to round-off")
+    fig.suptitle(_drift_title({r for res in results for r in res["rules"]}))
     return fig
+
+
+def _drift_title(rules):
+    """The title of ``drift_vs_lr``: what each rule drawn does, and nothing of a rule not drawn."""
+    def names(*pairs):
+        return " and ".join(label for rule, label in pairs if rule in rules)
+    first = []
+    if names(("naive", "naive"), ("masked", "mask")):
+        verb = "moves" if len({"naive", "masked"} & rules) == 1 else "move"
+        first.append(f"{names(('naive', 'naive'), ('masked', 'mask'))} {verb} out1 O(lr)")
+    if "project" in rules:
+        first.append("projection O(lr\u00b2)")
+    second = []
+    if "freeze" in rules:
+        second.append("freezing holds it exactly (0.0)")
+    if names(("span", "span"), ("project+restore", "restore")):
+        second.append(f"{names(('span', 'span'), ('project+restore', 'restore'))} to round-off")
+    title = "One step with G = [0, \u22121]: " + ", ".join(first)
+    return title + (";\n" + ", ".join(second) if second else "")
 
 
 #: How another implementation's points are drawn over the reference's curves in
@@ -292,7 +310,7 @@ def heldout_drift(result, axes=None):
         ax.scatter(*result["batch"].T, s=120, edgecolor="black", lw=1.6, zorder=3, clip_on=False,
                    facecolor=[cmap(norm(d)) if d > 0 else "0.93" for d in at_batch])
         note = f"on the slice: {_range_note(D)}\nat the batch: {_range_note(at_batch)}"
-        ax.set_title(f"{fix_label(rule)}\n{note}", color=PALETTE[rule], fontweight="bold",
+        ax.set_title(f"{fix_label(rule)}\n{note}", color=text_colour(rule), fontweight="bold",
                      fontsize=11)
         ax.set_xlabel("x1")
         ax.set_xticks([0, 0.5, 1])

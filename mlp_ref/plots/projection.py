@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator
 
-from .style import MARKERS, PALETTE, new_figure, signed, styled, take_axes
+from .style import MARKERS, PALETTE, new_figure, signed, styled, take_axes, text_colour
 
 
 _DRIFT_LABELS = {"naive": "naive", "project": "projected", "project+restore": "projected + restored"}
@@ -51,7 +52,7 @@ def projection_geometry(result, axes=None):
         d = result["changes"][name]
         d1 = "0" if d[0] == 0.0 else "0 to round-off" if abs(d[0]) < 1e-12 else signed(d[0])
         ax.annotate(f"{text}\n\u0394out1 = {d1}\n\u0394out2 = {signed(d[1])}", end, xytext=offset,
-                    textcoords="offset points", ha=ha, va=va, color=PALETTE[name], fontsize=11,
+                    textcoords="offset points", ha=ha, va=va, color=text_colour(name), fontsize=11,
                     bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})
 
     arrow(t0, naive, PALETTE["naive"])
@@ -151,6 +152,9 @@ def projection_cost(d, axes=None):
         a.set_xticks(n)
         a.set_xticklabels([str(int(v)) for v in n])
         a.minorticks_off()
+        # values are read off the y axis: ticks at 1, 2 and 5 of every decade, as plain numbers
+        a.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
+        a.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         a.grid(True, which="major", alpha=0.3)
         a.legend(loc="upper left")
     sizes = "-".join(str(s) for s in d["sizes"])

@@ -12,12 +12,13 @@ import numpy as np
 from matplotlib.patches import Rectangle
 
 from .style import (HATCHES, OUT_COLOURS, PALETTE, SETUP_LABELS, STAGE_CMAP, fix_label, new_figure, power,
-                    num, sci, styled, take_axes)
+                    num, sci, styled, take_axes, text_colour)
 
 
 @styled
-def seed_problem(effect, axes=None):
-    """out1 and out2 per sample before and after a naive step with G = [0, -1].
+def step_effect(effect, axes=None):
+    """out1 and out2 per sample before and after a naive step with G = [0, -1], on any setup
+    (tutorial 02 draws the visible one; :func:`seed_problem` is this figure on the seed setup).
 
     ``effect`` is ``question.naive_step_effect(...)``: ``before``, ``after``, ``delta``
     (n, 2), ``lr`` and ``ratio``. Three panels: out2 before -> after; out1 before -> after on its own,
@@ -30,7 +31,7 @@ def seed_problem(effect, axes=None):
         return fig, fig.subplots(1, 3, gridspec_kw={"width_ratios": [1, 1, 1.1]})
     fig, axes = take_axes(axes, 3, make)
     before, after, delta = effect["before"], effect["after"], effect["delta"]
-    idx = np.arange(1, before.shape[0] + 1)
+    idx = np.arange(before.shape[0])                  # samples counted from 0, as in the code
     for a, k, title in [(axes[0], 1, "out2: asked to rise \u2014 rises"),
                         (axes[1], 0, "out1: asked to stay \u2014 moves")]:
         colour = OUT_COLOURS[f"out{k + 1}"]
@@ -47,7 +48,7 @@ def seed_problem(effect, axes=None):
         lo, hi = min(before[:, k].min(), after[:, k].min()), max(before[:, k].max(), after[:, k].max())
         a.set_ylim(lo - 0.08 * (hi - lo), hi + 0.3 * (hi - lo))     # room for the notes on top
     worst = int(np.argmax(np.abs(delta[:, 0])))
-    axes[1].text(0.5, 0.97, f"max |\u0394out1| = {sci(abs(delta[worst, 0]))} (sample {worst + 1})",
+    axes[1].text(0.5, 0.97, f"max |\u0394out1| = {sci(abs(delta[worst, 0]))} (sample {worst})",
                  transform=axes[1].transAxes, ha="center", va="top", fontsize=11)
     axes[1].ticklabel_format(axis="y", style="plain", useOffset=False)
     axes[0].text(0.5, 0.97, "open: before    filled: after the step", transform=axes[0].transAxes,
@@ -68,6 +69,10 @@ def seed_problem(effect, axes=None):
     fig.suptitle(f"One plain gradient step with G = [0, \u22121] (lr = {effect['lr']:g}): "
                  f"out2 rises as asked, and out1 moves too")
     return fig
+
+
+#: figures/seed_problem.png: :func:`step_effect` on the seed setup (``python -m mlp_ref figures``)
+seed_problem = step_effect
 
 
 def times(ratio):
@@ -294,16 +299,16 @@ def network_fixes(result, axes=None):
                     ax.text(x + 0.24, y, names[l][i], ha="left", va="center", fontsize=11,
                             zorder=4)
                     continue
-                text_colour = "black" if l == 0 or face == "white" or norm(db) < 0.55 else "white"
+                on_node = "black" if l == 0 or face == "white" or norm(db) < 0.55 else "white"
                 ax.text(x, y, names[l][i], ha="center", va="center", fontsize=10, zorder=4,
-                        color=text_colour)
+                        color=on_node)
         ax.set_xlim(-0.3, len(sizes) - 0.3)
         ax.set_ylim(-(max(sizes) - 1) / 2 - 0.55, (max(sizes) - 1) / 2 + 0.55)
         ax.set_axis_off()
         drift = result[rule]["drift_batch"]
         d_text = "0 exactly" if drift == 0.0 else sci(drift)
         ax.set_title(f"{fix_label(rule)}\n{_NETWORK_TAKEAWAYS.get(rule, '')}",
-                     color=PALETTE[rule], fontweight="bold", fontsize=12, va="bottom")
+                     color=text_colour(rule), fontweight="bold", fontsize=12, va="bottom")
         ax.text(0.5, -0.02, f"max |\u0394out1| = {d_text}", transform=ax.transAxes, ha="center",
                 va="top", fontsize=11)
     bar = fig.colorbar(matplotlib.cm.ScalarMappable(

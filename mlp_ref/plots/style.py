@@ -38,6 +38,30 @@ PALETTE = {
 }
 
 
+#: The contrast against white that text in a fix's colour keeps (WCAG 2's level AA for normal
+#: text, 4.5:1): orange (2.0:1) and grey (2.8:1) lines read well, words in them fade on a projector.
+TEXT_CONTRAST = 4.5
+
+
+def contrast(colour, background="white"):
+    """The WCAG 2 contrast ratio (L1 + 0.05) / (L2 + 0.05) of two colours, from 1 to 21."""
+    def luminance(c):
+        rgb = np.array(matplotlib.colors.to_rgb(c))
+        linear = np.where(rgb <= 0.03928, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+        return float(linear @ [0.2126, 0.7152, 0.0722])
+    hi, lo = sorted((luminance(colour), luminance(background)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def text_colour(fix):
+    """The colour of words about ``fix`` (a title, a label): its PALETTE colour, darkened in
+    steps of 5% toward black until it keeps TEXT_CONTRAST against white."""
+    rgb = np.array(matplotlib.colors.to_rgb(PALETTE.get(fix, "black")))
+    while contrast(tuple(rgb)) < TEXT_CONTRAST:
+        rgb = rgb * 0.95
+    return tuple(float(c) for c in rgb)
+
+
 #: One marker per fix, so curves stay distinct in grey-scale print and for every reader.
 MARKERS = {"naive": "o", "masked": "x", "freeze": "s", "heads": "D", "towers": "P",
            "project": "^", "project+restore": "*", "penalty": "v", "span": "h"}

@@ -9,12 +9,16 @@ so that an installed wheel finds them from any working directory.
     continual_cost.json    the cost sweep of holding 5 m constraints that continual_cost.png,
                            tutorial 08 and the README are drawn from
                            (``python -m mlp_ref.measurements.continual --json``)
+    frameworks/            torch_fixes.py and tf_fixes.py, every fix in PyTorch and TensorFlow 2,
+                           with their README: files to read and import (tutorial 07), never
+                           imported by mlp_ref itself, so that no framework is needed to use it
     README.md              where each file comes from: the digits' source, licence, attribution
 """
 from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from importlib import resources
 
 PROJECTION_COST = "projection_cost.json"
@@ -25,6 +29,12 @@ CONTINUAL_COST = "continual_cost.json"
 PROJECTION_COST_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), PROJECTION_COST)
 #: Where ``python -m mlp_ref.measurements.continual --json`` writes by default.
 CONTINUAL_COST_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), CONTINUAL_COST)
+
+
+def frameworks_folder():
+    """The folder of ``torch_fixes.py`` and ``tf_fixes.py`` (a ``pathlib.Path``), wherever the
+    package is installed: put it on ``sys.path`` to import them. Reading it imports nothing."""
+    return Path(str(resources.files(__name__).joinpath("frameworks")))
 
 
 def read_bytes(name):

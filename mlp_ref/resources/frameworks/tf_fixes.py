@@ -1,6 +1,9 @@
 """Every fix of mlp-ref in TensorFlow 2: functions a student can import, call and read.
 
-    cd tutorials/frameworks && python -c "import tf_fixes"
+    import sys
+    from mlp_ref.resources import frameworks_folder
+    sys.path.insert(0, str(frameworks_folder()))      # this file's folder, inside the package
+    import tf_fixes
 
 (TensorFlow and mlp-ref needed: pip install -e '.[frameworks]' from the project's root.)
 
@@ -89,7 +92,7 @@ def as_mlp_ref(model, D):
 
 
 def step(model, D, lr):
-    """theta <- theta - lr * D, in place (D may be float64 for a float32 model: rounded here)."""
+    """theta <- theta - lr * D, in place (D may be float64 for a float32 model: rounded)."""
     for v, d in zip(model.trainable_variables, D):
         v.assign_sub(tf.cast(lr * d, v.dtype))
 
@@ -128,7 +131,7 @@ def freeze(model, X, G, var_list=None):
 
 
 def masked_loss(out, Y, mask):
-    """The answer's loss2, ``reduce_mean(square(mask * out - Y))`` (``mlp_ref.losses.masked_mse``).
+    """The answer's loss2, ``reduce_mean(square(mask * out - Y))`` (``losses.masked_mse``).
 
     The answer masks the output, not the target: a masked column still adds Y^2 to the value,
     a constant. ``mean((mask * (out - Y))^2)`` has the same gradient for a 0/1 mask
@@ -239,7 +242,8 @@ def penalty(model, X, G, ref, lam, keep=0):
     """The gradient of sum(G * out) + lam/2 * |out_keep - ref|^2 (``mlp_ref.fixes.penalty``).
 
     At the start out_keep = ref: the first step is the naive one. Plain gradient descent on the
-    penalty alone is stable only while lr * lam * lambda_max(J1 J1^T) < 2 (``largest_stable_lam``).
+    penalty alone is stable only while lr * lam * lambda_max(J1 J1^T) < 2
+    (``largest_stable_lam``).
     """
     variables = model.trainable_variables
     with tf.GradientTape() as tape:
@@ -253,9 +257,9 @@ def largest_stable_lam(model, X, lr, keep=0):
     """2 / (lr * lambda_max(J1 J1^T)): a penalty weight above this diverges at this lr
     (``mlp_ref.fixes.penalty_limit(net, X) / lr``).
 
-    Gradient descent on lam/2 |out_keep - ref|^2 multiplies the residual by (1 - lr lam J1 J1^T);
-    its largest eigenvalue must stay below 2 in size. lambda_max grows as training moves the
-    weights: pick lam well below this.
+    Gradient descent on lam/2 |out_keep - ref|^2 multiplies the residual by
+    (1 - lr lam J1 J1^T); its largest eigenvalue must stay below 2 in size. lambda_max grows as
+    training moves the weights: pick lam well below this.
     """
     J1 = jacobian(model, X, keep)
     return 2.0 / (lr * float(tf.linalg.eigvalsh(J1 @ tf.transpose(J1))[-1]))
@@ -277,7 +281,7 @@ def adam(model, lr=1e-3, eps=1e-7):
 
 
 def adam_projected(model, opt, X, G, keep=0):
-    """One step of ``opt`` (say ``tf.keras.optimizers.Adam``) with its UPDATE projected, in place.
+    """One step of ``opt`` (``tf.keras.optimizers.Adam``, say), its UPDATE projected, in place.
 
     Adam rescales each coordinate: a projected gradient comes out of it no longer in J1's null
     space. So: let the optimizer step, take its update U = before - after (theta <- theta - U),
@@ -288,7 +292,7 @@ def adam_projected(model, opt, X, G, keep=0):
     """
     variables = model.trainable_variables
     J1 = jacobian(model, X, keep)
-    before = [tf.identity(v) for v in variables]         # copies: a Variable follows its updates
+    before = [tf.identity(v) for v in variables]    # copies: a Variable follows its updates
     opt.apply_gradients(zip(naive(model, X, G), variables))
     U = tf.cast(flat([b - v for b, v in zip(before, variables)]), tf.float64)
     U = unflat(remove_rows(J1, U), model)

@@ -1,6 +1,9 @@
 """Every fix of mlp-ref in PyTorch: functions a student can import, call and read.
 
-    cd tutorials/frameworks && python -c "import torch_fixes"
+    import sys
+    from mlp_ref.resources import frameworks_folder
+    sys.path.insert(0, str(frameworks_folder()))      # this file's folder, inside the package
+    import torch_fixes
 
 (PyTorch and mlp-ref needed: pip install -e '.[frameworks]' from the project's root.)
 
@@ -82,7 +85,7 @@ def snapshot(model):
 
 
 def step(model, D, lr):
-    """theta <- theta - lr * D, in place (D may be float64 for a float32 model: rounded here)."""
+    """theta <- theta - lr * D, in place (D may be float64 for a float32 model: rounded)."""
     with torch.no_grad():
         for name, p in model.named_parameters():
             p -= lr * D[name].to(p.dtype)
@@ -211,7 +214,8 @@ def project_with_pinv(model, X, G, keep=0):
     """What NOT to do, kept to measure it: J1 in the model's own dtype, then pinv(J1 @ J1.T).
 
     In float32 on the seed network, J1's own rounding (about 1e-7 |J1|) and the squared
-    condition number of J1 J1^T leave |J1 D| above 1e-4 |J1 g|, where ``project`` stays under 1e-5.
+    condition number of J1 J1^T leave |J1 D| above 1e-4 |J1 g|, where ``project`` stays under
+    1e-5.
     """
     J1 = jacobian(model, X, keep, dtype=next(model.parameters()).dtype)
     g = flat(naive(model, X, G))
@@ -250,10 +254,12 @@ def penalty(model, X, G, ref, lam, keep=0):
     """The gradient of sum(G * out) + lam/2 * |out_keep - ref|^2 (``mlp_ref.fixes.penalty``).
 
     At the start out_keep = ref: the first step is the naive one. Plain gradient descent on the
-    penalty alone is stable only while lr * lam * lambda_max(J1 J1^T) < 2 (``largest_stable_lam``).
+    penalty alone is stable only while lr * lam * lambda_max(J1 J1^T) < 2
+    (``largest_stable_lam``).
     """
     out = model(tensor(X, model))
-    loss = (_rows(G, out) * out).sum() + lam / 2 * ((out[:, keep] - tensor(ref, model)) ** 2).sum()
+    held = out[:, keep] - tensor(ref, model)
+    loss = (_rows(G, out) * out).sum() + lam / 2 * (held ** 2).sum()
     names, params = zip(*model.named_parameters())
     return dict(zip(names, torch.autograd.grad(loss, params)))
 
@@ -271,7 +277,7 @@ def largest_stable_lam(model, X, lr, keep=0):
 
 
 def adam(model, lr=1e-3, eps=1e-8):
-    """``torch.optim.Adam`` over every parameter (eps added to sqrt(v_hat), as mlp-ref's Adam)."""
+    """``torch.optim.Adam`` over every parameter (eps added to sqrt(v_hat), as in mlp-ref)."""
     return torch.optim.Adam(model.parameters(), lr=lr, eps=eps)
 
 
@@ -292,8 +298,8 @@ def adam_projected(model, opt, X, G, keep=0):
     out.backward(_rows(G, out))                            # p.grad = G . d out / d p
     opt.step()                                             # Adam's step, not yet constrained
     after = snapshot(model)
-    U = unflat(remove_rows(J1, flat({n: before[n] - after[n] for n in before}).to(torch.float64)),
-               model)
+    update = flat({n: before[n] - after[n] for n in before}).to(torch.float64)
+    U = unflat(remove_rows(J1, update), model)
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(before[name] - U[name].to(p.dtype))
