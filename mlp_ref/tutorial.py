@@ -17,6 +17,7 @@ Importing this module never imports matplotlib: :func:`figure` draws only in a n
 from __future__ import annotations
 
 import ast
+import base64
 import importlib
 import io
 import re
@@ -272,6 +273,33 @@ def figure(name, *args, **kwargs):
         args = (args[0](),)
     plots = importlib.import_module("mlp_ref.plots")       # matplotlib only now, only here
     return InlineFigure(getattr(plots, name)(*args, **kwargs))
+
+
+class InlineAnimation:
+    """A GIF of ``python -m mlp_ref animate``, made in this process and shown inline in Jupyter
+    (as ``image/gif``, which JupyterLab, Colab and GitHub's notebook view show moving)."""
+
+    def __init__(self, name, data, frames):
+        self.name, self.data, self.frames = name, data, frames
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return {"image/gif": base64.b64encode(self.data).decode("ascii"), "text/plain": repr(self)}
+
+    def __repr__(self):
+        return f"<animation {self.name}: {self.frames} frames, shown in Jupyter>"
+
+
+def animation(name):
+    """Make the animation ``name`` (``backprop``, ``projection_step``, ``continual_steps``: see
+    ``mlp_ref.animate``) to be shown inline in Jupyter, as the last line of a cell. Run as a
+    script it is not made (it takes seconds): one line says where the committed GIF is, and
+    ``python -m mlp_ref animate`` writes them all."""
+    if HEADLESS:
+        print(f"[animation: figures/{name}.gif, shown inline when this runs as a notebook]")
+        return None
+    animate = importlib.import_module("mlp_ref.animate")   # matplotlib only now, only here
+    data, frames = animate.gif(f"{name}.gif")
+    return InlineAnimation(name, data, frames)
 
 
 # -- source code to read ----------------------------------------------------------------------

@@ -98,6 +98,9 @@ def test_a_committed_notebook_stores_its_outputs_and_figures(path, nbformat):
     pngs = [o["data"]["image/png"] for o in outputs if "image/png" in o.get("data", {})]
     calls = len(re.findall(r"^figure\(", path.read_text(), re.M))
     assert calls >= 1 and len(pngs) == calls                     # every figure is shown on GitHub
+    gifs = [o["data"]["image/gif"] for o in outputs if "image/gif" in o.get("data", {})]
+    assert len(gifs) == len(re.findall(r"^animation\(", path.read_text(), re.M))   # and moves
+    assert all(base64.b64decode(g).startswith(b"GIF89a") for g in gifs)
     for data in pngs:
         assert base64.b64decode(data).startswith(PNG)
         width, height = make.png_size(data)
@@ -310,7 +313,7 @@ def test_every_line_a_notebook_prints_fits_in_100_columns(path, nbformat):
         if output["output_type"] == "stream":
             return output["text"]
         data = output.get("data", {})
-        return "" if {"image/png", "text/markdown"} & set(data) else data.get("text/plain", "")
+        return "" if {"image/png", "image/gif", "text/markdown"} & set(data) else data.get("text/plain", "")
     texts = [shown_text(o) for cell in code_outputs(committed(nbformat, path)) for o in cell]
     assert [line for text in texts for line in text.splitlines() if len(line) > 100] == []
 

@@ -20,7 +20,7 @@ import numpy as np
 import mlp_ref as mr
 from mlp_ref.measurements import question
 from mlp_ref.setups import G_QUESTION, seed_setup
-from mlp_ref.tutorial import figure, run_headless, show, show_params, show_stages
+from mlp_ref.tutorial import animation, figure, run_headless, show, show_params, show_stages
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 LR = 0.1                   # the answer's GradientDescentOptimizer(0.1)
@@ -79,6 +79,13 @@ print(f"\nby hand: X[0] @ W1[:, 0] + b1[0] = {X[0] @ net.params['W1'][:, 0] + ne
 back = net.backward(record, G_QUESTION)
 show_stages(back.stages, net)
 figure("backprop_stages", question.backprop_stages(net, X, G_QUESTION))
+
+# %% [markdown]
+# The same stages, one at a time, from the output down: out1's column of zeros runs through
+# `dout`, `dz2`, `dW2` and `db2`, and then the shared layer lights up in every entry.
+
+# %%
+animation("backprop")
 
 # %% [markdown]
 # ## 4. Why the first column of dW2 is exactly zero

@@ -24,7 +24,7 @@ import numpy as np
 from mlp_ref import MLP, data, fixes, jacobian
 from mlp_ref.measurements import drift, fits, projection
 from mlp_ref.setups import G_QUESTION, seed_setup, visible_setup
-from mlp_ref.tutorial import figure, run_headless, show
+from mlp_ref.tutorial import animation, figure, run_headless, show
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 
@@ -59,6 +59,13 @@ print(f"max |J1 . g| = {np.max(np.abs(J1.matvec(g))):.3g}    max |J1 . D| = "
 ratio = np.linalg.norm(flat_D) / np.linalg.norm(flat_g)
 print(f"cos(D, g - D) = {cosine:.1e}    |D| / |g| = {ratio:.3f}")
 figure("projection_geometry", projection.projection_geometry)      # computed only when drawn
+
+# %% [markdown]
+# The same picture, moving: a naive step leaves out1's level set, the projected step runs along
+# its tangent, and restoring steps bring θ back onto the curve.
+
+# %%
+animation("projection_step")
 
 # %% [markdown]
 # ## 2. The same projection with the Jacobian written out

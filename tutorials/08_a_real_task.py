@@ -19,7 +19,7 @@ import numpy as np
 from mlp_ref import data, report
 from mlp_ref.measurements import continual
 from mlp_ref.measurements.continual import find
-from mlp_ref.tutorial import figure, run_headless
+from mlp_ref.tutorial import animation, figure, run_headless
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 
@@ -87,6 +87,13 @@ print(f"naive: new {pct(naive['new_acc'][-1])}, old {pct(naive['old_acc'][-1])};
       f"|change of outputs 0-4| mean {naive['drift_mean']:.2f}, max {naive['drift_max']:.2f}")
 print("old accuracy, step by step:", np.round(naive["old_acc"], 2))
 figure("continual_steps", result)
+
+# %% [markdown]
+# The run again, step by step: the old digits' accuracy (left) and the new digits' (right),
+# for each fix, as the 20 steps go.
+
+# %%
+animation("continual_steps")
 
 # %% [markdown]
 # ## 4. Separate heads and two towers: exactly held, and still forgetting

@@ -38,21 +38,24 @@ M = result["methods"]
 # * **A-GEM** (Chaudhry et al. 2019) keeps the memory's gradient $r$ and one inequality:
 #   $D = g - \frac{\min(0,\, g \cdot r)}{r \cdot r} r$. When $g$ does not point against $r$ it is
 #   $g$ itself; else only the component along $r$ goes, so $D \cdot r = 0$.
+#
 # * **EWC** (Kirkpatrick et al. 2017) keeps the old parameters and the diagonal Fisher $F$, the
 #   mean of the squared per-row gradients of the loss on old data, and pulls:
 #   $D = g + \lambda F \odot (\theta - \theta^*)$.
+#
 # * **GPM** (Saha et al. 2021) keeps, for each layer, an orthonormal basis $U_l$ of the inputs
 #   $[a_{l-1}, 1]$ that layer saw on old data, and removes them from every column of the layer's
 #   update: $[dW_l; db_l] \leftarrow (I - U_l U_l^\top)[dW_l; db_l]$. An old row $x$ in the span
-#   has $x (I - U_l U_l^\top) = 0$: its $z_l$ does not move, at any $\eta$, and so nothing above it.
-#   The basis is built from $\sum_i x_i x_i^\top$ (here as its triangular factor, batch by batch),
+#   has $x (I - U_l U_l^\top) = 0$: its $z_l$ does not move, at any $\eta$, and so nothing above
+#   it. The basis is built from $\sum_i x_i x_i^\top$ (here as its triangular factor, batch by batch),
 #   a $d \times d$ matrix whatever the number of rows, and kept to an energy fraction (the
 #   threshold) or cut at an eigenvalue (Adam-NSCL, AlphaEdit: `gpm_bases(..., cut=...)`).
 #
 # On a small network, with a memory whose gradient conflicts with the batch's: A-GEM's
 # correction leaves $D \cdot r$ at round-off; a step along GPM at threshold 1.0 moves the
 # memory's outputs only by round-off, at $\eta = 1$ as at $\eta = 100$ (where the stepped
-# weights are large, and so is their round-off), while it moves the batch's outputs by several units or more.
+# weights are large, and so is their round-off), while it moves the batch's outputs by several
+# units or more.
 
 # %%
 net = mr.MLP([6, 9, 8, 4], hidden="tanh", init_std=0.5, seed=0)
@@ -70,20 +73,24 @@ print("GPM at 1.0, ranks of the bases per layer:", bases.ranks[0])
 for lr in (1.0, 100.0):
     stepped = net.copy()
     stepped.step(fixes.gpm(net, X, G, bases), lr)
-    print(f"  lr {lr:5}: max |change of every output| on keep_X {np.max(np.abs(stepped(keep_X) - net(keep_X))):.1e}, "
-          f"on the batch {np.max(np.abs(stepped(X) - net(X))):.3g}")
+    print(f"  lr {lr:5}: max |change of every output| on keep_X "
+          f"{np.max(np.abs(stepped(keep_X) - net(keep_X))):.1e}, on the batch {np.max(np.abs(stepped(X) - net(X))):.3g}")
 
 # %% [markdown]
 # ## 2. The protocol: five permuted digit tasks, one shared head
 #
 # Permuted MNIST (the benchmark of EWC, GEM, A-GEM, OGD and GPM) on the shipped 8 × 8 digits:
 # task $t$ shows every image with its 64 pixels shuffled by a fixed seeded permutation, and asks
-# for the same ten digits through the same ten outputs. A [64, 100, 100, 10] tanh network learns
+# for the same ten digits through the same ten outputs.
+#
+# A [64, 100, 100, 10] tanh network learns
 # the five tasks one after another, 60 full-batch steps each at $\eta = 2$ on the MSE to one-hot
 # targets; every method takes the same steps from the same start. A-GEM and the projection keep
 # a memory of 20 images of each earlier task (the projection holds all ten outputs there: 800
 # constraints at the last task); EWC's Fisher and GPM's bases read each earlier task's training
-# images. After task $i$ the network is tested on every task $j$: that accuracy is $R[i, j]$.
+# images.
+#
+# After task $i$ the network is tested on every task $j$: that accuracy is $R[i, j]$.
 # The field's two numbers (Lopez-Paz and Ranzato 2017): $\mathrm{ACC}$, the mean of $R$'s last
 # row, and $\mathrm{BWT} = \frac{1}{T-1}\sum_{j<T-1} (R[T-1, j] - R[j, j])$, how much each task lost
 # after it was learnt (negative: forgetting). Joint training, each task on all tasks so far, is the
@@ -100,7 +107,9 @@ figure("field_accuracy", result)
 # EWC (ACC 0.43, BWT −0.61) and A-GEM (0.42, −0.63) forget almost as much. EWC's weight is half
 # the largest with which its pull alone is stable at this step size ($\eta \lambda F_k < 2$ for
 # every parameter: a larger one diverges), and that is a weak pull. A-GEM's single averaged
-# inequality only keeps the memory's *loss* from rising to first order. GPM (threshold 0.97)
+# inequality only keeps the memory's *loss* from rising to first order.
+#
+# GPM (threshold 0.97)
 # forgets least of the sequential methods, BWT −0.14, and learns each new task less (its diagonal
 # falls to 0.55 by task 5, as its bases fill each layer); the projection on 20 images per task
 # learns each new task nearly as well as naive (its diagonal stays at 0.84 or above) and ends
@@ -110,7 +119,8 @@ figure("field_accuracy", result)
 # %%
 for name, r in M.items():
     print(f"{name:8} ACC {r['ACC']:.2f}  BWT {r['BWT']:+.2f}  diagonal {np.round(np.diag(r['R']), 2)}")
-print("GPM's ranks per layer after each task:", M["gpm"]["ranks"])
+print("GPM's ranks per layer after each task:")
+print("   ", M["gpm"]["ranks"])
 print("EWC's weight after each task:", np.round(M["ewc"]["lams"], 2))
 figure("field_acc_bwt", result)
 
@@ -196,6 +206,7 @@ figure("scale_cost", ladder)
 # new digit is right (at most 1%) while 98% of the old ones stay right. At threshold 1.0 the
 # memory's outputs move by round-off only, below 2e-14 at every size, and from 2,560 constraints
 # on the old test images' too: their layer inputs all lie in the bases' span, and nothing moves.
+#
 # At 0.9 it learns (72% to 81% of the new digits) but holds only approximately: the memory's
 # outputs move by up to 0.66. The exact route at 4,095 constraints holds the memory to 3.3e-04
 # and learns 78% of the new digits, keeping 92% of the old. The times are one run's on this

@@ -191,9 +191,9 @@ def format_table(result):
     lines = []
     s = result["setup"]
     lines.append(f"Permuted digits: {s['tasks']} tasks, [64, {s['hidden']}, {s['hidden']}, 10] tanh, "
-                 f"{s['steps']} full-batch steps per task at lr {s['lr']}; memory {s['memory']} "
-                 f"images per earlier task (agem, project); EWC lambda = {s['ewc_safety']:g} / "
-                 f"(lr max F); GPM threshold {s['threshold']}.")
+                 f"{s['steps']} full-batch steps per task at lr {s['lr']};")
+    lines.append(f"memory {s['memory']} images per earlier task (agem, project); EWC lambda = "
+                 f"{s['ewc_safety']:g} / (lr max F); GPM threshold {s['threshold']}.")
     lines.append(f"{'method':8} {'ACC':>6} {'BWT':>7}   R (row i: after task i; column j: task j)")
     for name, r in result["methods"].items():
         R = np.asarray(r["R"])

@@ -307,6 +307,14 @@ def png_size(data):
     return int.from_bytes(raw[16:20], "big"), int.from_bytes(raw[20:24], "big")
 
 
+def gif_size(data):
+    """(width, height) in pixels of a base64 GIF, read from its logical screen descriptor."""
+    raw = base64.b64decode(data)
+    if not raw.startswith((b"GIF87a", b"GIF89a")):
+        raise ValueError("data: expected a GIF, got other bytes")
+    return int.from_bytes(raw[6:8], "little"), int.from_bytes(raw[8:10], "little")
+
+
 def shown(output):
     """What an output shows, comparable across machines: (kind, content). Text streams and
     text/plain by :func:`same_text`; markdown (the code listings) exactly; a PNG by its size in
@@ -322,6 +330,8 @@ def shown(output):
         value = "".join(value) if isinstance(value, list) else value
         if kind == "image/png":
             found.append(("png", kind, png_size(value)))
+        elif kind == "image/gif":
+            found.append(("gif", kind, gif_size(value)))
         else:
             found.append(("text" if kind == "text/plain" else "exact", kind, value))
     return found
@@ -431,6 +441,8 @@ def html(nb, title):
             data = output.get("data", {})
             if "image/png" in data:
                 parts.append(f'<img alt="figure" src="data:image/png;base64,{data["image/png"].strip()}">')
+            elif "image/gif" in data:
+                parts.append(f'<img alt="animation" src="data:image/gif;base64,{data["image/gif"].strip()}">')
             elif "text/markdown" in data:
                 parts.append(markdown(data["text/markdown"]))
             elif "text/plain" in data:
