@@ -306,6 +306,11 @@ def gib(n):
     return f"{n / 2**30:.3g} GiB"
 
 
+def count_negative(a):
+    """How many entries of ``a`` are below 0."""
+    return int(np.count_nonzero(a < 0))
+
+
 def count_nonfinite(a):
     """'2 NaN, 1 inf' for an array holding them."""
     nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())

@@ -204,6 +204,32 @@ def pulled(G, G_total, residual, ref, lam):
                        f"max |G| = {big_G:.3g})", argument=blamed) from None
 
 
+def finite_dots(g_r, r_r, g):
+    """Refuse A-GEM's dot products g.r and r.r when one overflowed: G's when g.g does too, else
+    the memory's keep_G."""
+    if np.isfinite(g_r) and np.isfinite(r_r):
+        return
+    g_g = sum(float(np.vdot(v, v)) for v in g.values())
+    blamed = "G" if not np.isfinite(g_g) else "keep_G"
+    raise BadValue(f"{blamed}: expected values for which the dot products g.r and r.r stay "
+                   f"finite, got g.r = {g_r}, r.r = {r_r}", argument=blamed)
+
+
+def finite_ewc_pull(D, lam, dtype):
+    """Refuse EWC's direction when g + lam * fisher * (theta - anchor) overflowed: lam's."""
+    if not all(_checks.finite(v) for v in D.values()):
+        raise BadValue(f"lam: expected a weight for which lam * fisher * (theta - anchor) stays "
+                       f"finite in {dtype}, got lam = {lam:.3g}", argument="lam")
+
+
+def finite_fisher(F, keep_G, dtype):
+    """Refuse a Fisher whose squared per-row gradients overflowed: keep_G's."""
+    if not all(_checks.finite(v) for v in F.values()):
+        raise BadValue(f"keep_G: expected values whose squared per-row gradients stay finite in "
+                       f"{dtype}, got max |keep_G| = {float(np.abs(keep_G).max()):.3g}",
+                       argument="keep_G")
+
+
 # -- the accuracy of a projection -------------------------------------------------------------
 class PrecisionWarning(UserWarning):
     """A result short of the accuracy its docstring states, in the network's dtype; the message

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import reprlib
 
+import numpy as np
+
 from . import _checks
 from ._checks import BadType, BadValue, check_inputs, check_keep, check_rcond
 from .network import MLP, Model
@@ -105,3 +107,83 @@ def check_restore(net, keep_X, ref, keep, tol, max_iter, rcond):
     tol = _checks.real("tol", tol, low=0.0, low_inclusive=False)
     max_iter = _checks.whole_number("max_iter", max_iter)
     return keep_X, keep, ref, tol, max_iter, check_rcond(rcond)
+
+
+# -- the field's rules (``baselines``) ----------------------------------------------------------
+def check_memory(net, keep_X, keep_G):
+    """(keep_X, keep_G) of a memory: keep_X (m, d), keep_G (m, K) or (K,)."""
+    keep_X = check_inputs(check_net(net), keep_X, "keep_X")
+    keep_G = _checks.rows_or_vector("keep_G", keep_G, net.dtype, keep_X.shape[0], net.sizes[-1])
+    return keep_X, keep_G
+
+
+def check_agem(net, X, G, keep_X, keep_G):
+    """(X, G, keep_X, keep_G) of ``baselines.agem``."""
+    return (*check_XG(net, X, G), *check_memory(net, keep_X, keep_G))
+
+
+def check_ewc(net, X, G, fisher, anchor, lam):
+    """(X, G, fisher, anchor, lam) of ``baselines.ewc``: fisher and anchor dicts like params,
+    every entry of fisher >= 0 (a diagonal Fisher), lam >= 0."""
+    X, G = check_XG(net, X, G)
+    fisher = _checks.param_dict("fisher", fisher, net.param_shapes, net.dtype)
+    if any(_checks.count_negative(v) for v in fisher.values()):
+        raise BadValue("fisher: expected a diagonal Fisher, every entry >= 0, got a negative "
+                       "entry", argument="fisher")
+    anchor = _checks.param_dict("anchor", anchor, net.param_shapes, net.dtype)
+    return X, G, fisher, anchor, _checks.real("lam", lam, low=0.0)
+
+
+def check_gpm_rule(threshold, cut):
+    """(threshold, cut) of ``baselines.gpm_bases``: an energy fraction in (0, 1] (default 0.99)
+    or an eigenvalue cut in [0, 1), not both."""
+    if cut is not None and threshold is not None:
+        raise BadValue(f"cut: expected either threshold or cut, not both, got threshold = "
+                       f"{threshold!r} and cut = {cut!r}", argument="cut")
+    if cut is not None:
+        cut = _checks.real("cut", cut, low=0.0)
+        if cut >= 1.0:
+            raise BadValue(f"cut: expected a fraction of the largest eigenvalue in [0, 1), got "
+                           f"{cut}", argument="cut")
+        return None, cut
+    threshold = 0.99 if threshold is None else _checks.real("threshold", threshold, low=0.0,
+                                                             low_inclusive=False)
+    if threshold > 1.0:
+        raise BadValue(f"threshold: expected an energy fraction in (0, 1], got {threshold}",
+                       argument="threshold")
+    return threshold, None
+
+
+def check_bases(net, bases, kind, name="previous", empty=True):
+    """Bases (of class ``kind``) fit for ``net``: one basis per layer of each piece, of its input
+    width + 1, in its dtype. None: empty bases where ``empty``, else refused."""
+    if bases is None and empty:
+        return [[np.zeros((n + 1, 0), dtype=net.dtype) for n in piece.mlp.sizes[:-1]]
+                for piece in net.pieces()]
+    if not isinstance(bases, kind):
+        raise BadType(f"{name}: expected the Bases of gpm_bases, got {_checks.describe(bases)}",
+                      argument=name)
+    want = [[n + 1 for n in piece.mlp.sizes[:-1]] for piece in net.pieces()]
+    got = [[U.shape[0] for U in piece] for piece in bases.bases]
+    if got != want:
+        raise BadValue(f"{name}: expected bases of layer inputs {want} (this model's), got "
+                       f"{got}", argument=name)
+    return [[U.astype(net.dtype, copy=False) for U in piece] for piece in bases.bases]
+
+
+def memory_batches(net, keep_X):
+    """keep_X as checked (rows, d) batches: one array, or any iterable of them, read lazily; an
+    iterable that yields no batch is refused once it is spent."""
+    if isinstance(keep_X, np.ndarray) or (isinstance(keep_X, (list, tuple)) and keep_X
+                                          and np.ndim(keep_X[0]) < 2):
+        yield check_inputs(net, keep_X, "keep_X")
+        return
+    if isinstance(keep_X, (str, bytes)) or not hasattr(keep_X, "__iter__"):
+        raise BadType(f"keep_X: expected an array (m, {net.sizes[0]}) or an iterable of such "
+                      f"batches, got {_checks.describe(keep_X)}", argument="keep_X")
+    count = 0
+    for batch in keep_X:
+        count += 1
+        yield check_inputs(net, batch, "keep_X")
+    if not count:
+        raise BadValue("keep_X: expected at least one batch of rows, got none", argument="keep_X")

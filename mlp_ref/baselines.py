@@ -28,20 +28,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _checks
-from ._checks import BadType, BadValue, check_inputs
-from ._model_checks import check_net, check_XG
+from . import _checks, _diagnosis
+from ._model_checks import (check_agem, check_bases, check_ewc, check_gpm_rule, check_memory,
+                            check_net, check_XG, memory_batches)
 
 
 def dot(A, B):
     """The inner product of two dicts like params, sum_k <A_k, B_k>, as a Python float."""
     return float(sum(np.vdot(A[k], B[k]) for k in A))
-
-
-def _keep_XG(net, keep_X, keep_G):
-    keep_X = check_inputs(net, keep_X, "keep_X")
-    keep_G = _checks.rows_or_vector("keep_G", keep_G, net.dtype, keep_X.shape[0], net.sizes[-1])
-    return keep_X, keep_G
 
 
 # -- A-GEM ---------------------------------------------------------------------------------
@@ -60,15 +54,11 @@ def agem(net, X, G, keep_X, keep_G):
     the memory's loss, to first order: one averaged inequality, not a held output. When
     g.r >= 0 D is g itself, bit for bit.
     """
-    X, G = check_XG(net, X, G)
-    keep_X, keep_G = _keep_XG(net, keep_X, keep_G)
+    X, G, keep_X, keep_G = check_agem(net, X, G, keep_X, keep_G)
     g = net.gradient(X, G)
     r = net.gradient(keep_X, keep_G)
     g_r, r_r = dot(g, r), dot(r, r)
-    if not (np.isfinite(g_r) and np.isfinite(r_r)):
-        blamed = "G" if not np.isfinite(dot(g, g)) else "keep_G"
-        raise BadValue(f"{blamed}: expected values for which the dot products g.r and r.r stay "
-                       f"finite, got g.r = {g_r}, r.r = {r_r}", argument=blamed)
+    _diagnosis.finite_dots(g_r, r_r, g)
     if g_r >= 0 or r_r == 0:
         return g
     return {k: g[k] - (g_r / r_r) * r[k] for k in g}
@@ -93,18 +83,10 @@ def ewc(net, X, G, fisher, anchor, lam):
     that it is a restoring force whose weight nothing ties to an output: like ``fixes.penalty``,
     a pull, never a guarantee.
     """
-    X, G = check_XG(net, X, G)
-    fisher = _checks.param_dict("fisher", fisher, net.param_shapes, net.dtype)
-    if any(np.any(v < 0) for v in fisher.values()):
-        raise BadValue("fisher: expected a diagonal Fisher, every entry >= 0, got a negative "
-                       "entry", argument="fisher")
-    anchor = _checks.param_dict("anchor", anchor, net.param_shapes, net.dtype)
-    lam = _checks.real("lam", lam, low=0.0)
+    X, G, fisher, anchor, lam = check_ewc(net, X, G, fisher, anchor, lam)
     g = net.gradient(X, G)
     D = {k: g[k] + lam * fisher[k] * (net.params[k] - anchor[k]) for k in g}
-    if not all(_checks.finite(v) for v in D.values()):
-        raise BadValue(f"lam: expected a weight for which lam * fisher * (theta - anchor) stays "
-                       f"finite in {net.dtype}, got lam = {lam:.3g}", argument="lam")
+    _diagnosis.finite_ewc_pull(D, lam, net.dtype)
     return D
 
 
@@ -141,8 +123,7 @@ def fisher_diagonal(net, keep_X, keep_G):
 
     Returns a dict like params, every entry >= 0.
     """
-    net = check_net(net)
-    keep_X, keep_G = _keep_XG(net, keep_X, keep_G)
+    keep_X, keep_G = check_memory(net, keep_X, keep_G)
     m = keep_X.shape[0]
     F = {}
     for piece in net.pieces():
@@ -155,10 +136,7 @@ def fisher_diagonal(net, keep_X, keep_G):
             part[f"W{l}"] = (record.a[l - 1] ** 2).T @ dz2 / m
             part[f"b{l}"] = dz2.sum(axis=0) / m
         F.update(piece.to_model(part))
-    if not all(_checks.finite(v) for v in F.values()):
-        raise BadValue(f"keep_G: expected values whose squared per-row gradients stay finite in "
-                       f"{net.dtype}, got max |keep_G| = {float(np.abs(keep_G).max()):.3g}",
-                       argument="keep_G")
+    _diagnosis.finite_fisher(F, keep_G, net.dtype)
     return F
 
 
@@ -173,34 +151,6 @@ class Bases:
     @property
     def ranks(self):
         return [[U.shape[1] for U in piece] for piece in self.bases]
-
-
-def _batches(net, keep_X):
-    """keep_X as a list of checked (rows, d) batches: one array, or any iterable of them."""
-    if isinstance(keep_X, np.ndarray) or (isinstance(keep_X, (list, tuple)) and keep_X
-                                          and np.ndim(keep_X[0]) < 2):
-        return [check_inputs(net, keep_X, "keep_X")]
-    if isinstance(keep_X, (str, bytes)) or not hasattr(keep_X, "__iter__"):
-        raise BadType(f"keep_X: expected an array (m, {net.sizes[0]}) or an iterable of such "
-                      f"batches, got {_checks.describe(keep_X)}", argument="keep_X")
-    return (check_inputs(net, batch, "keep_X") for batch in keep_X)
-
-
-def _check_bases(net, previous, name="previous"):
-    """Bases fit for ``net`` (one basis per layer of each piece, of its input width + 1), in its
-    dtype; None: empty bases."""
-    if previous is None:
-        return [[np.zeros((n + 1, 0), dtype=net.dtype) for n in piece.mlp.sizes[:-1]]
-                for piece in net.pieces()]
-    if not isinstance(previous, Bases):
-        raise BadType(f"{name}: expected the Bases of gpm_bases, got {_checks.describe(previous)}",
-                      argument=name)
-    want = [[n + 1 for n in piece.mlp.sizes[:-1]] for piece in net.pieces()]
-    got = [[U.shape[0] for U in piece] for piece in previous.bases]
-    if got != want:
-        raise BadValue(f"{name}: expected bases of layer inputs {want} (this model's), got "
-                       f"{got}", argument=name)
-    return [[U.astype(net.dtype, copy=False) for U in piece] for piece in previous.bases]
 
 
 @_checks.overflow_is_reported
@@ -232,34 +182,16 @@ def gpm_bases(net, keep_X, threshold=None, cut=None, previous=None):
 
     Returns Bases: per piece, per layer, [M, new] (orthonormal, r0 + k columns).
     """
-    net = check_net(net)
-    if cut is not None and threshold is not None:
-        raise BadValue(f"cut: expected either threshold or cut, not both, got threshold = "
-                       f"{threshold!r} and cut = {cut!r}", argument="cut")
-    if cut is None:
-        threshold = 0.99 if threshold is None else _checks.real("threshold", threshold, low=0.0,
-                                                                 low_inclusive=False)
-        if threshold > 1.0:
-            raise BadValue(f"threshold: expected an energy fraction in (0, 1], got {threshold}",
-                           argument="threshold")
-    else:
-        cut = _checks.real("cut", cut, low=0.0)
-        if cut >= 1.0:
-            raise BadValue(f"cut: expected a fraction of the largest eigenvalue in [0, 1), got "
-                           f"{cut}", argument="cut")
-    old = _check_bases(net, previous)
+    threshold, cut = check_gpm_rule(threshold, cut)
+    old = check_bases(check_net(net), previous, Bases)
     pieces = net.pieces()
     R = [[np.zeros((0, n + 1), dtype=net.dtype) for n in piece.mlp.sizes[:-1]] for piece in pieces]
-    rows = 0
-    for batch in _batches(net, keep_X):
-        rows += batch.shape[0]
+    for batch in memory_batches(net, keep_X):                 # sum_i x_i x_i^T, as its factor R
         for p, piece in enumerate(pieces):
             record = piece.mlp.forward(batch)
             for l in range(1, piece.mlp.depth + 1):
                 A1 = np.hstack([record.a[l - 1], np.ones((batch.shape[0], 1), dtype=net.dtype)])
                 R[p][l - 1] = np.linalg.qr(np.vstack([R[p][l - 1], A1]), mode="r")
-    if rows == 0:
-        raise BadValue("keep_X: expected at least one batch of rows, got none", argument="keep_X")
     return Bases([[_grow(R[p][l], old[p][l], threshold, cut) for l in range(len(R[p]))]
                   for p in range(len(pieces))])
 
@@ -308,9 +240,7 @@ def gpm(net, X, G, bases):
     Works on every model: each MLP of it (``net.pieces()``) with its own bases.
     """
     X, G = check_XG(net, X, G)
-    if bases is None:
-        raise BadType("bases: expected the Bases of gpm_bases, got None", argument="bases")
-    U = _check_bases(net, bases, "bases")
+    U = check_bases(net, bases, Bases, "bases", empty=False)
     g = net.gradient(X, G)
     D = dict(g)
     for piece, piece_U in zip(net.pieces(), U):

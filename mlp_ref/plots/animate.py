@@ -214,20 +214,15 @@ def continual_steps_frames(result):
     k holds the accuracies after k steps (k = 0, the end of the first task, ..., the last step).
     Returns (fig, update, n_frames)."""
     steps = len(result["runs"][0]["old_acc"]) - 1
-    fig = new_figure(12.0, 5.0)
+    fig = new_figure(12.0, 5.8)
     axes = fig.subplots(1, 2, sharex=True)
-    legend = []
 
     def update(k):
         for ax in axes:
             ax.cla()
-        for old in legend:
+        for old in list(fig.legends):                 # the last frame's legend: drawn anew below
             old.remove()
-        continual_steps(first_steps(result, k), axes=axes)
-        # the legend beside the panels: inside, the rising curves would pass under it
-        axes[1].get_legend().remove()
-        legend[:] = [fig.legend(*axes[1].get_legend_handles_labels(), loc="outside right center",
-                                fontsize=10)]
+        continual_steps(first_steps(result, k), axes=axes)     # its legend below the panels
         for ax in axes:
             ax.set_xlim(-0.5, steps + 0.5)
         return axes

@@ -58,7 +58,7 @@ def field_acc_bwt(result, axes=None):
     """ACC (mean of R's last row) against BWT (mean change of each earlier task since it was
     learnt), one point per method."""
     def make():
-        fig = new_figure(width=8.0, height=5.6)
+        fig = new_figure(width=10.0, height=5.6)
         return fig, fig.subplots(1, 1)
     fig, (ax,) = take_axes(axes, 1, make)
     for name, r in result["methods"].items():
