@@ -45,6 +45,7 @@ def check_against_measurement(live):
     return state
 
 
+@pytest.mark.slow
 def test_the_widgets_redraw_the_measurement_they_name():
     live = explore.explorer()
     assert live.values() == ("seed", "naive", pytest.approx(0.1), 1, pytest.approx(0.5))

@@ -71,6 +71,7 @@ def test_there_is_a_notebook_for_every_tutorial_and_no_other():
     assert made == [p.stem for p in NOTEBOOKS]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_a_committed_notebook_has_the_scripts_cells(path, nbformat):
     assert make.stale_cells(path) == []
@@ -80,6 +81,7 @@ def test_a_committed_notebook_has_the_scripts_cells(path, nbformat):
         [c.source for c in tutorial.cells(path.read_text()) if c.kind == "markdown"]
 
 
+@pytest.mark.slow
 def test_the_staleness_check_sees_a_changed_script(tmp_path, nbformat, monkeypatch):
     script = NOTEBOOKS[0]
     changed = tmp_path / script.name
@@ -90,6 +92,7 @@ def test_the_staleness_check_sees_a_changed_script(tmp_path, nbformat, monkeypat
     assert len(problems) == 1 and "cell 2" in problems[0] and "X = 1" in problems[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_a_committed_notebook_stores_its_outputs_and_figures(path, nbformat):
     nb = committed(nbformat, path)
@@ -304,6 +307,7 @@ def test_the_runs_own_timings_are_not_compared():
     assert not make.same_text(a, b.replace("after 0.5", "after 0.7"))    # and lines below the table
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_line_a_notebook_prints_fits_in_100_columns(path, nbformat):
     # the committed run: with tutorial 07's frameworks (the script's run without them is
@@ -318,6 +322,7 @@ def test_every_line_a_notebook_prints_fits_in_100_columns(path, nbformat):
     assert [line for text in texts for line in text.splitlines() if len(line) > 100] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_the_html_page_shows_its_math_and_figures_offline(path, nbformat):
     nb = committed(nbformat, path)

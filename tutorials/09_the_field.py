@@ -73,8 +73,8 @@ print("GPM at 1.0, ranks of the bases per layer:", bases.ranks[0])
 for lr in (1.0, 100.0):
     stepped = net.copy()
     stepped.step(fixes.gpm(net, X, G, bases), lr)
-    print(f"  lr {lr:5}: max |change of every output| on keep_X "
-          f"{np.max(np.abs(stepped(keep_X) - net(keep_X))):.1e}, on the batch {np.max(np.abs(stepped(X) - net(X))):.3g}")
+    held, moved = np.max(np.abs(stepped(keep_X) - net(keep_X))), np.max(np.abs(stepped(X) - net(X)))
+    print(f"  lr {lr:5}: max |change of every output| on keep_X {held:.1e}, on the batch {moved:.3g}")
 
 # %% [markdown]
 # ## 2. The protocol: five permuted digit tasks, one shared head
