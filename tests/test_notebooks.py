@@ -170,6 +170,7 @@ def test_printed_texts_are_compared_word_by_word_and_number_by_number():
     assert not make.same_text("a b", "a b c")
 
 
+@pytest.mark.slow
 def test_a_fresh_run_that_differs_is_named(nbformat):
     nb = committed(nbformat, NOTEBOOKS[0])
     fresh = nbformat.from_dict(nb)
