@@ -21,7 +21,8 @@ import argparse
 import numpy as np
 import torch
 
-from mlp_ref import bench, fast
+from mlp_ref import fast
+from mlp_ref.fast import bench
 
 
 def torch_gradient(net, X, G, dtype):
@@ -71,7 +72,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=25, help="timed rounds per process")
     parser.add_argument("--processes", type=int, default=3, help="fresh processes per dtype")
     parser.add_argument("--keep-memory", action="store_true",
-                        help="call mlp_ref.bench.keep_freed_memory() first (glibc only)")
+                        help="call mlp_ref.fast.bench.keep_freed_memory() first (glibc only)")
     args = parser.parse_args()
     print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
           f"NumPy {np.__version__}; {bench.machine_info()['blas']}")

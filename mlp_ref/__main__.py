@@ -1,4 +1,4 @@
 """``python -m mlp_ref`` is the same program as the ``mlp-ref`` console script."""
-from .cli import main
+from .classroom.cli import main
 
 raise SystemExit(main())

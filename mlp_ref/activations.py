@@ -22,7 +22,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ._checks import BadType, BadValue
+from .boundary.checks import BadType, BadValue
 
 
 class Activation(NamedTuple):

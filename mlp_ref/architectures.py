@@ -37,13 +37,13 @@ import difflib
 import inspect
 import numbers
 import reprlib
-from functools import partial
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
-from . import _checks
-from ._checks import BadType, BadValue, check_keep
+from .boundary import checks
+from .boundary.checks import BadType, BadValue, check_keep
 from .jacobian import OutputJacobian, flatten
 from .network import MLP, Backward, Model, Piece
 
@@ -57,7 +57,7 @@ def check_groups(name, groups, K):
     example = [[k] for k in range(K)]
     if isinstance(groups, (str, bytes)) or not isinstance(groups, (list, tuple)):
         raise BadType(f"{name}: expected a list of groups of output indices, e.g. {example}, "
-                      f"got {_checks.describe(groups)}", argument=name)
+                      f"got {checks.describe(groups)}", argument=name)
     if len(groups) == 0:
         raise BadValue(f"{name}: expected at least one group of output indices, e.g. {example}, "
                        f"got none", argument=name)
@@ -66,14 +66,14 @@ def check_groups(name, groups, K):
     for j, group in enumerate(groups):
         if isinstance(group, (str, bytes)) or not isinstance(group, (list, tuple, range, np.ndarray)):
             raise BadType(f"{name}[{j}]: expected a list of output indices, "
-                          f"got {_checks.describe(group)}", argument=name)
+                          f"got {checks.describe(group)}", argument=name)
         if len(group) == 0:
             raise BadValue(f"{name}[{j}]: the group is empty; every group needs at least one output", argument=name)
         cols = []
         for c in group:
             if isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Integral):
                 raise BadType(f"{name}[{j}]: expected whole numbers (output indices), "
-                              f"got {_checks.describe(c)}", argument=name)
+                              f"got {checks.describe(c)}", argument=name)
             c = int(c)
             if not 0 <= c < K:
                 raise BadValue(f"{name}[{j}]: output index {c} is out of range for "
@@ -136,7 +136,7 @@ class _Composed(Model):
     @classmethod
     def _from(cls, net, groups):
         if not isinstance(net, MLP):
-            raise BadType(f"net: expected an MLP, got {_checks.describe(net)}", argument="net")
+            raise BadType(f"net: expected an MLP, got {checks.describe(net)}", argument="net")
         model = object.__new__(cls)
         model._build(net.copy(), groups)        # the copy is ours to consume; net is untouched
         return model
@@ -446,17 +446,17 @@ class TwoTower(_Composed):
         if not isinstance(record, TowerForward) or len(record.towers) != len(self.groups):
             raise BadType(f"record: expected the TowerForward record returned by "
                           f"model.forward(X) of a TwoTower with {len(self.groups)} towers, "
-                          f"got {_checks.describe(record)}", argument="record")
+                          f"got {checks.describe(record)}", argument="record")
         if not (isinstance(record.output, np.ndarray) and record.output.ndim == 2):
             raise BadValue(f"record: expected .output, the (n, {self.sizes[-1]}) array that "
-                           f"forward made, got {_checks.describe(record.output)}", argument="record")
+                           f"forward made, got {checks.describe(record.output)}", argument="record")
         n, K = record.output.shape
         rows = [t.output.shape[0] for t in record.towers]
         if K != self.sizes[-1] or rows != [n] * len(rows):
             raise BadValue(f"record: expected this model's forward record, .output (n, "
                            f"{self.sizes[-1]}) and every tower on its n rows, got .output "
                            f"{record.output.shape} and towers on {rows} rows", argument="record")
-        G = _checks.rows_or_vector("G", G, self.dtype, n, K)
+        G = checks.rows_or_vector("G", G, self.dtype, n, K)
         stages, grads = {}, {}
         da0 = 0.0
         for k, cols in enumerate(self.groups):

@@ -28,9 +28,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _checks, _diagnosis
-from ._model_checks import (check_agem, check_bases, check_ewc, check_gpm_rule, check_memory,
-                            check_net, check_XG, memory_batches)
+from .boundary import checks, diagnosis
+from .boundary.model_checks import (
+    check_agem,
+    check_bases,
+    check_ewc,
+    check_gpm_rule,
+    check_memory,
+    check_net,
+    check_XG,
+    memory_batches,
+)
 
 
 def dot(A, B):
@@ -39,7 +47,7 @@ def dot(A, B):
 
 
 # -- A-GEM ---------------------------------------------------------------------------------
-@_checks.overflow_is_reported
+@checks.overflow_is_reported
 def agem(net, X, G, keep_X, keep_G):
     """Averaged Gradient Episodic Memory (Chaudhry et al. 2019): g, with the component that
     would raise the memory's loss removed when, and only when, there is one.
@@ -58,14 +66,14 @@ def agem(net, X, G, keep_X, keep_G):
     g = net.gradient(X, G)
     r = net.gradient(keep_X, keep_G)
     g_r, r_r = dot(g, r), dot(r, r)
-    _diagnosis.finite_dots(g_r, r_r, g)
+    diagnosis.finite_dots(g_r, r_r, g)
     if g_r >= 0 or r_r == 0:
         return g
     return {k: g[k] - (g_r / r_r) * r[k] for k in g}
 
 
 # -- EWC -----------------------------------------------------------------------------------
-@_checks.overflow_is_reported
+@checks.overflow_is_reported
 def ewc(net, X, G, fisher, anchor, lam):
     """Elastic Weight Consolidation (Kirkpatrick et al. 2017): the gradient of
     L + lam/2 sum_k F_k (theta_k - anchor_k)^2,
@@ -86,7 +94,7 @@ def ewc(net, X, G, fisher, anchor, lam):
     X, G, fisher, anchor, lam = check_ewc(net, X, G, fisher, anchor, lam)
     g = net.gradient(X, G)
     D = {k: g[k] + lam * fisher[k] * (net.params[k] - anchor[k]) for k in g}
-    _diagnosis.finite_ewc_pull(D, lam, net.dtype)
+    diagnosis.finite_ewc_pull(D, lam, net.dtype)
     return D
 
 
@@ -103,7 +111,7 @@ def ewc_merge(fishers, anchors):
     return F, anchor
 
 
-@_checks.overflow_is_reported
+@checks.overflow_is_reported
 def fisher_diagonal(net, keep_X, keep_G):
     """The empirical diagonal Fisher of a memory: the mean over its rows of the squared per-row
     gradients of the loss,
@@ -136,7 +144,7 @@ def fisher_diagonal(net, keep_X, keep_G):
             part[f"W{l}"] = (record.a[l - 1] ** 2).T @ dz2 / m
             part[f"b{l}"] = dz2.sum(axis=0) / m
         F.update(piece.to_model(part))
-    _diagnosis.finite_fisher(F, keep_G, net.dtype)
+    diagnosis.finite_fisher(F, keep_G, net.dtype)
     return F
 
 
@@ -153,7 +161,7 @@ class Bases:
         return [[U.shape[1] for U in piece] for piece in self.bases]
 
 
-@_checks.overflow_is_reported
+@checks.overflow_is_reported
 def gpm_bases(net, keep_X, threshold=None, cut=None, previous=None):
     """Per layer, an orthonormal basis of the layer's inputs on old data (GPM, Saha et al. 2021).
 
@@ -200,7 +208,7 @@ def _grow(R, M, threshold, cut):
     """[M, V]: M and the directions of R (I - M M^T) that GPM's criterion (or the cut) keeps."""
     d = R.shape[1]
     s_all = np.linalg.svd(R, compute_uv=False)
-    tol = d * _checks.eps(R.dtype) * (s_all[0] if s_all.size else 0.0)
+    tol = d * checks.eps(R.dtype) * (s_all[0] if s_all.size else 0.0)
     R_hat = R - (R @ M) @ M.T
     _, s, Vt = np.linalg.svd(R_hat, full_matrices=False)
     real = s > tol                                          # above round-off
@@ -221,7 +229,7 @@ def _grow(R, M, threshold, cut):
     return np.hstack([M, V])
 
 
-@_checks.overflow_is_reported
+@checks.overflow_is_reported
 def gpm(net, X, G, bases):
     """Gradient Projection Memory (Saha et al. 2021): each layer's update projected off the span
     of that layer's old inputs,

@@ -16,8 +16,9 @@ import os
 
 import numpy as np
 
-from . import _checks, resources
-from ._checks import BadValue
+from . import resources
+from .boundary import checks
+from .boundary.checks import BadValue
 
 INPUT_DIM = 3
 
@@ -30,9 +31,9 @@ def seed_data(n=8, seed=0, noise=0.01):
     X : ndarray, shape (n, 3)       uniform in [0, 1)
     Y : ndarray, shape (n, 2)       columns x1+x2+x3 and x1^2+x2^2+x3^2, plus noise
     """
-    n = _checks.whole_number("n", n)
-    noise = _checks.real("noise", noise, low=0.0)
-    rng = np.random.default_rng(_checks.seed("seed", seed))
+    n = checks.whole_number("n", n)
+    noise = checks.real("noise", noise, low=0.0)
+    rng = np.random.default_rng(checks.seed("seed", seed))
     X = rng.random((n, INPUT_DIM))
     Y = np.zeros((n, 2))
     Y[:, 0] += X.sum(axis=1)
@@ -46,8 +47,8 @@ def probe_inputs(n=256, seed=1):
 
     The default seed differs from ``seed_data``'s, so the probes are not the batch.
     """
-    n = _checks.whole_number("n", n)
-    return np.random.default_rng(_checks.seed("seed", seed)).random((n, INPUT_DIM))
+    n = checks.whole_number("n", n)
+    return np.random.default_rng(checks.seed("seed", seed)).random((n, INPUT_DIM))
 
 
 # -- a real data set: the 8 x 8 handwritten digits ---------------------------------------------
@@ -106,10 +107,10 @@ def digits(test_fraction=1 / 3, seed=0, source="shipped"):
     X_train : ndarray, shape (n_train, 64)      y_train : ndarray of int, shape (n_train,)
     X_test : ndarray, shape (n_test, 64)        y_test : ndarray of int, shape (n_test,)
     """
-    test_fraction = _checks.real("test_fraction", test_fraction, low=0.0, low_inclusive=False)
+    test_fraction = checks.real("test_fraction", test_fraction, low=0.0, low_inclusive=False)
     if test_fraction >= 1.0:
         raise BadValue(f"test_fraction: expected a fraction below 1, got {test_fraction}", argument="test_fraction")
-    rng = np.random.default_rng(_checks.seed("seed", seed))
+    rng = np.random.default_rng(checks.seed("seed", seed))
     images, labels = digits_arrays(source)
     test = np.zeros(len(labels), dtype=bool)
     for digit in range(DIGIT_CLASSES):

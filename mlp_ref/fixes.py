@@ -27,17 +27,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _checks, _diagnosis, jacobian
-from ._checks import all_or_nothing, check_inputs, check_keep, check_rcond
-from ._diagnosis import finite_gram, warn_if_not_held
-from ._model_checks import (check_net, check_nullspace, check_penalty, check_ref, check_restore,
-                            check_rule, check_trainable, check_XG)
-from .pseudoinverse import GramSolver
-from .jacobian import flatten, unflatten
+from . import jacobian
+from .baselines import Bases, agem, ewc, ewc_merge, fisher_diagonal, gpm, gpm_bases  # noqa: F401
+from .boundary import checks, diagnosis
+from .boundary.checks import all_or_nothing, check_inputs, check_keep, check_rcond
+
 # what a caller of the rules may catch or read: the warning, restore's report; and the field's
 # rules, A-GEM, EWC and GPM, written in ``baselines``, read here as fixes.agem, fixes.gpm, ...
-from ._diagnosis import PrecisionWarning, RestoreReport  # noqa: F401
-from .baselines import Bases, agem, ewc, ewc_merge, fisher_diagonal, gpm, gpm_bases  # noqa: F401
+from .boundary.diagnosis import PrecisionWarning, RestoreReport, finite_gram, warn_if_not_held  # noqa: F401
+from .boundary.model_checks import (
+    check_net,
+    check_nullspace,
+    check_penalty,
+    check_ref,
+    check_restore,
+    check_rule,
+    check_trainable,
+    check_XG,
+)
+from .jacobian import flatten, unflatten
+from .pseudoinverse import GramSolver
 
 
 def naive(net, X, G):
@@ -61,7 +70,7 @@ def masked(net, X, G, mask):
     the tool for a missing label, not for invariance.
     """
     X, G = check_XG(net, X, G)
-    mask = _checks.mask("mask", mask, net.dtype, *G.shape)
+    mask = checks.mask("mask", mask, net.dtype, *G.shape)
     return net.gradient(X, mask * G)
 
 
@@ -94,11 +103,11 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     """
     X, G, keep_X = check_rule(net, X, G, keep_X)
     g = net.gradient(X, G)
-    with _diagnosis.made_from_G(net, G, g):           # D is made from G: an overflow is G's
+    with diagnosis.made_from_G(net, G, g):           # D is made from G: an overflow is G's
         return nullspace(net, g, keep_X, keep, rcond, refine)
 
 
-@_checks.overflow_is_reported
+@checks.overflow_is_reported
 def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     """D - J^T (J J^T)^+ J D: the part of D that moves no kept output on keep_X (to first order).
 
@@ -116,7 +125,7 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
 
     Accuracy, with refine >= 1 and m constraints: |J D| <= (32 + m) eps ||J| (|D| + |D_given|)||,
     about what rounding J . D_given and D to the dtype leaves. Where that is not assured it is
-    measured, and a PrecisionWarning says why it falls short (``_diagnosis.warn_if_not_held``).
+    measured, and a PrecisionWarning says why it falls short (``diagnosis.warn_if_not_held``).
     """
     D, keep_X, rcond, refine = check_nullspace(net, D, keep_X, rcond, refine)
     J = jacobian.of(net, keep_X, keep)
@@ -126,7 +135,7 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     for _ in range(1 + refine):                           # the projection, then its refinements
         alpha = solve(J.matvec(D))                        # (J J^T)^+ J D
         D = subtract(D, J.rmatvec(alpha))                 # D - J^T alpha
-        _diagnosis.finite_direction(D, given, net.dtype)
+        diagnosis.finite_direction(D, given, net.dtype)
     warn_if_not_held(J, gram, solve, given, D, refine)
     return D
 
@@ -136,7 +145,7 @@ def subtract(A, B):
     return {k: A[k] - B[k] for k in A}
 
 
-@_checks.overflow_is_reported
+@checks.overflow_is_reported
 def project_dense(net, X, G, keep=(0,), keep_X=None):
     """``project`` with J built: D = g - J^+ J g, for small networks and for teaching.
 
@@ -149,11 +158,11 @@ def project_dense(net, X, G, keep=(0,), keep_X=None):
     g = net.gradient(X, G)
     J = jacobian.dense_rows(net, keep_X, keep)              # (n' q, P)
     D = flatten(g) - np.linalg.pinv(J) @ (J @ flatten(g))   # g - J^+ J g
-    _diagnosis.finite_projection(net, G, D)
+    diagnosis.finite_projection(net, G, D)
     return unflatten(D, g)
 
 
-@_checks.overflow_is_reported
+@checks.overflow_is_reported
 def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
     """The gradient of L + lam/2 * ||O_keep(X) - ref||^2: g + lam * J_keep^T (O_keep - ref).
 
@@ -180,7 +189,7 @@ def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
     residual = out[:, keep] - ref                          # O_keep - ref
     G_total = np.array(G)
     G_total[:, keep] += lam * residual                     # G + the penalty's output gradient
-    with _diagnosis.pulled(G, G_total, residual, ref, lam):    # an overflow: G's, lam's or ref's?
+    with diagnosis.pulled(G, G_total, residual, ref, lam):    # an overflow: G's, lam's or ref's?
         return net.gradient(X, G_total)
 
 
@@ -258,7 +267,7 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     four at the tutorials' step sizes.
 
     The tolerance is max(tol, 16 eps * max(1, max |ref|)): no finer than the dtype resolves at
-    the size of what is held (``_diagnosis.restore_tolerance``). The report says when tol was
+    the size of what is held (``diagnosis.restore_tolerance``). The report says when tol was
     raised so, and why when it did not converge.
 
     ref : shape (len(keep_X), len(keep)), or (n,) when one output is kept
@@ -266,18 +275,18 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     """
     keep_X, keep, ref, tol, max_iter, rcond = check_restore(net, keep_X, ref, keep, tol,
                                                             max_iter, rcond)
-    tol, note = _diagnosis.restore_tolerance(tol, ref)
+    tol, note = diagnosis.restore_tolerance(tol, ref)
     history, solve = [], None
     with all_or_nothing(net):
         for it in range(max_iter + 1):
-            with _diagnosis.blamed_on_ref(history):
+            with diagnosis.blamed_on_ref(history):
                 r = (net(keep_X)[:, keep] - ref).reshape(-1)  # rows c = i q + j, as J's
-            history.append(_diagnosis.largest_residual(r, ref))
+            history.append(diagnosis.largest_residual(r, ref))
             if history[-1] <= tol or it == max_iter:
                 break
             J = jacobian.of(net, keep_X, keep)
             solve = GramSolver(finite_gram(J, keep_X), rcond)     # (J J^T)^+
             with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named by the step
                 D = J.rmatvec(solve(r))                           # J^T (J J^T)^+ r
-            _diagnosis.restoring_step(net, D, history[-1])
-    return _diagnosis.restore_report(history, tol, note, solve, r.size)
+            diagnosis.restoring_step(net, D, history[-1])
+    return diagnosis.restore_report(history, tol, note, solve, r.size)

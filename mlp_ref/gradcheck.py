@@ -52,8 +52,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _checks
-from ._checks import BadType, BadValue
+from .boundary import checks
+from .boundary.checks import BadType, BadValue
 from .network import MLP
 
 #: The precision of the numerical side: 80-bit on x86 (eps 1.1e-19); float64 where the
@@ -99,7 +99,7 @@ def numerical_gradient(f, x, h=1e-5):
     arithmetic runs with NumPy's overflow warnings off: the error is the whole report).
     """
     if isinstance(x, np.ma.MaskedArray) or not isinstance(x, np.ndarray):
-        got = "a masked array" if isinstance(x, np.ma.MaskedArray) else _checks.describe(x)
+        got = "a masked array" if isinstance(x, np.ma.MaskedArray) else checks.describe(x)
         raise BadType(f"x: expected a NumPy float array (perturbed in place), got {got}", argument="x")
     if x.dtype.kind != "f":
         # x + h would be truncated back into an integer array: refuse rather than guess
@@ -109,8 +109,8 @@ def numerical_gradient(f, x, h=1e-5):
         raise BadValue("x: expected a writeable array (perturbed in place), got a read-only one", argument="x")
     if not callable(f):
         raise BadType(f"f: expected a function of no arguments that returns an array, got "
-                      f"{_checks.describe(f)}", argument="f")
-    h = _checks.real("h", h, low=0.0, low_inclusive=False)
+                      f"{checks.describe(f)}", argument="f")
+    h = checks.real("h", h, low=0.0, low_inclusive=False)
     grad = np.zeros_like(x, dtype=float)
     values_finite = True
     with np.errstate(over="ignore", invalid="ignore"):
@@ -123,12 +123,12 @@ def numerical_gradient(f, x, h=1e-5):
                 f_minus = _numbers(f())
             finally:
                 x[idx] = old                  # restored exactly, even when f raises
-            values_finite = values_finite and _checks.finite(f_plus) and _checks.finite(f_minus)
+            values_finite = values_finite and checks.finite(f_plus) and checks.finite(f_minus)
             grad[idx] = np.sum(f_plus - f_minus) / (2.0 * h)
-        if _checks.finite(grad):
+        if checks.finite(grad):
             return grad
         at_x = _numbers(f())
-    if not _checks.finite(at_x):                       # at x itself: f's own values
+    if not checks.finite(at_x):                       # at x itself: f's own values
         raise BadValue("f: expected a function whose values are finite, got NaN/inf at x itself",
                        argument="f")
     if values_finite:                   # finite values whose quotient overflows: no h can help
@@ -147,7 +147,7 @@ def _numbers(value):
         out = None
     if out is None or out.dtype.kind not in "biuf":
         raise BadType(f"f: expected a function that returns an array of numbers, got "
-                      f"{_checks.describe(value)}", argument="f")
+                      f"{checks.describe(value)}", argument="f")
     return out
 
 
@@ -226,15 +226,15 @@ def check(net, X, G, h=DEFAULT_H, tol=1e-7):
     docstring). The network itself is left untouched.
     """
     if not isinstance(net, MLP):
-        raise BadType(f"net: expected an MLP, got {_checks.describe(net)}", argument="net")
+        raise BadType(f"net: expected an MLP, got {checks.describe(net)}", argument="net")
     if net.dtype != np.float64:
         raise BadValue(f"net: gradient checking needs a float64 network, got dtype {net.dtype} "
                        f"(float32 roundoff swamps a centred difference)", argument="net")
-    h = _checks.real("h", h, low=0.0, low_inclusive=False)
-    tol = _checks.real("tol", tol, low=0.0, low_inclusive=False)
+    h = checks.real("h", h, low=0.0, low_inclusive=False)
+    tol = checks.real("tol", tol, low=0.0, low_inclusive=False)
     record = net.forward(X)
     n, K = record.output.shape
-    G = np.array(_checks.rows_or_vector("G", G, net.dtype, n, K))
+    G = np.array(checks.rows_or_vector("G", G, net.dtype, n, K))
     back = net.backward(record, G)
 
     # The numerical side runs in extended precision on a copy, so that its round-off,

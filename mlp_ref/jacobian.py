@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _checks, _diagnosis
-from ._checks import check_keep
-from ._model_checks import check_mlp, check_net
+from .boundary import checks, diagnosis
+from .boundary.checks import check_keep
+from .boundary.model_checks import check_mlp, check_net
 from .network import MLP
 
 
@@ -89,7 +89,7 @@ class OutputJacobian:
         Row c = (i, j): sum_l S_l[i, j] . (a_{l-1, i} @ DW_l + Db_l), the first-order
         change of O_{i, keep[j]} along D.
         """
-        D = _checks.param_dict("D", D, self.net.param_shapes, self.net.dtype)
+        D = checks.param_dict("D", D, self.net.param_shapes, self.net.dtype)
         out = np.zeros(self.outputs.shape, dtype=self.net.dtype)
         for l, S in self.signals.items():
             dz = self.inputs[l] @ D[f"W{l}"] + D[f"b{l}"]      # (n, n_l): the change of z_l along D
@@ -97,8 +97,8 @@ class OutputJacobian:
         return out.reshape(-1)
 
     def magnitude(self, D):
-        """|J| |D|, shape (m,): the scale of J . D's roundoff (``_diagnosis.magnitude``)."""
-        return _diagnosis.magnitude(self, D)
+        """|J| |D|, shape (m,): the scale of J . D's roundoff (``diagnosis.magnitude``)."""
+        return diagnosis.magnitude(self, D)
 
     def rmatvec(self, alpha):
         """J^T alpha for alpha of shape (m,); returns a dict like params.
@@ -143,12 +143,12 @@ def dense_rows(net, X, keep=(0,)):
 
 def flatten(D):
     """A dict like params as one vector, in the order W1, b1, W2, b2, ... (row-major)."""
-    return np.concatenate([np.ravel(v) for v in _checks.check_flat(D).values()])
+    return np.concatenate([np.ravel(v) for v in checks.check_flat(D).values()])
 
 
 def unflatten(vector, like):
     """The inverse of ``flatten``: a dict with the keys and shapes of ``like``."""
-    vector = _checks.check_vector(vector, like)          # (P,): a (P, 1) column is taken too
+    vector = checks.check_vector(vector, like)          # (P,): a (P, 1) column is taken too
     out, start = {}, 0
     for key, value in like.items():
         size = np.size(value)
@@ -157,7 +157,7 @@ def unflatten(vector, like):
     return out
 
 
-@_checks.overflow_is_reported
+@checks.overflow_is_reported
 def tangent_kernel_by_layer(net, X, i=0, j=1):
     """The cross-output tangent kernel K_ij = J_i J_j^T of an MLP, split into one share per layer.
 
@@ -180,5 +180,5 @@ def tangent_kernel_by_layer(net, X, i=0, j=1):
     kernels = jac.input_kernels()
     shares = {l: (S[:, a, :] @ S[:, b, :].T) * kernels[l] for l, S in jac.signals.items()}
     shares["total"] = sum(shares[l] for l in jac.signals)
-    _diagnosis.finite_kernel(net, jac, kernels, shares["total"])
+    diagnosis.finite_kernel(net, jac, kernels, shares["total"])
     return shares

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
 import numpy as np
 
-from . import _checks, _diagnosis, activations, saving
-from ._checks import check_inputs
+from . import activations
+from .boundary import checks, diagnosis
+from .boundary.checks import check_inputs
+from .files import saving
 
 
 @dataclass
@@ -163,12 +164,12 @@ class Model:
         network bit for bit as it was. The arrays of ``params`` are updated in place, so
         references to them stay valid.
         """
-        lr, D = _checks.check_step(self, D, lr)
+        lr, D = checks.check_step(self, D, lr)
         with np.errstate(over="ignore", invalid="ignore"):
             new = {k: self.params[k] - lr * D[k] for k in self.params}     # theta - lr * D
-        broken = [k for k, v in new.items() if not _checks.finite(v)]
+        broken = [k for k, v in new.items() if not checks.finite(v)]
         if broken:
-            raise _diagnosis.step_overflow(self, broken, lr, D)
+            raise diagnosis.step_overflow(self, broken, lr, D)
         for k, v in new.items():
             self.params[k][...] = v
         return self
@@ -198,7 +199,7 @@ class MLP(Model):
 
     def __init__(self, sizes, hidden="sigmoid", output="identity", init_std=0.1, seed=0,
                  dtype=np.float64):
-        self.sizes, self._acts, self.init_std, self.seed, self.dtype = _checks.mlp_arguments(
+        self.sizes, self._acts, self.init_std, self.seed, self.dtype = checks.mlp_arguments(
             sizes, hidden, output, init_std, seed, dtype, activations.get)
         L = self.depth
         rng = np.random.default_rng(self.seed)
@@ -216,7 +217,7 @@ class MLP(Model):
 
     def act(self, l):
         """The activation of layer l = 1 .. L: an object with ``.name``, ``.f(z)``, ``.df(z, a)``."""
-        return self._acts[_checks.layer_number("l", l, self.depth) - 1]
+        return self._acts[checks.layer_number("l", l, self.depth) - 1]
 
     @property
     def output_keys(self):
@@ -233,7 +234,7 @@ class MLP(Model):
         return f"MLP({self.sizes}, hidden={self.hidden!r}, output={self.output!r})"
 
     # -- forward -----------------------------------------------------------------------
-    @_checks.overflow_is_reported
+    @checks.overflow_is_reported
     def forward(self, X):
         """Run the network on X and keep every stage.
 
@@ -255,27 +256,27 @@ class MLP(Model):
         for l, act in enumerate(self._acts, start=1):
             z = record.z[l] = a @ self.params[f"W{l}"] + self.params[f"b{l}"]
             a = record.a[l] = act.f(z)
-        if not _checks.finite(a):                       # a = a_L, the output
-            raise _diagnosis.forward_overflow(self, record)
+        if not checks.finite(a):                       # a = a_L, the output
+            raise diagnosis.forward_overflow(self, record)
         return record
 
-    @_checks.overflow_is_reported
+    @checks.overflow_is_reported
     def forward_from(self, layer, a_prev):
         """The output of layers ``layer`` .. L started from their input ``a_prev`` = a_{layer-1}.
 
         Used by the gradient checker to perturb an intermediate stage and see the effect.
         """
-        layer = _checks.whole_number("layer", layer, maximum=self.depth + 1, top="(L + 1: the output itself)")
-        a = a_prev = _checks.matrix("a_prev", a_prev, self.dtype, width=self.sizes[layer - 1],
+        layer = checks.whole_number("layer", layer, maximum=self.depth + 1, top="(L + 1: the output itself)")
+        a = a_prev = checks.matrix("a_prev", a_prev, self.dtype, width=self.sizes[layer - 1],
                                     width_name=f"columns (the width of layer {layer - 1})")
         for l in range(layer, self.depth + 1):
             a = self._acts[l - 1].f(a @ self.params[f"W{l}"] + self.params[f"b{l}"])
-        if not _checks.finite(a):
-            raise _diagnosis.forward_from_overflow(self, layer, a_prev)
+        if not checks.finite(a):
+            raise diagnosis.forward_from_overflow(self, layer, a_prev)
         return a
 
     # -- backward ----------------------------------------------------------------------
-    @_checks.overflow_is_reported
+    @checks.overflow_is_reported
     def backward(self, record, G):
         """Backpropagate G = dL/dO through the record of a forward pass.
 
@@ -297,7 +298,7 @@ class MLP(Model):
         """
         self.check_record(record)
         n, K = record.output.shape
-        G = _checks.rows_or_vector("G", G, self.dtype, n, K)
+        G = checks.rows_or_vector("G", G, self.dtype, n, K)
         stages = {"dout": G.copy()}                     # dL/da_L, a copy of the caller's G
         da = stages["dout"]
         for l in range(self.depth, 0, -1):
@@ -306,19 +307,19 @@ class MLP(Model):
             stages[f"db{l}"] = dz.sum(axis=0)
             da = stages[f"da{l - 1}"] = dz @ self.params[f"W{l}"].T
         grads = {key: stages[f"d{key}"] for key in self.params}      # W1, b1, W2, b2, ...
-        if not all(_checks.finite(v) for v in (*grads.values(), stages["da0"])):
-            raise _diagnosis.backward_overflow(self, stages, G, record)   # every stage reaches these
+        if not all(checks.finite(v) for v in (*grads.values(), stages["da0"])):
+            raise diagnosis.backward_overflow(self, stages, G, record)   # every stage reaches these
         return Backward(stages=stages, grads=grads)
 
     def check_record(self, record):
         """Raise TypeError/ValueError unless ``record`` is a whole forward record of this network:
         a0, z1, a1, ..., zL, aL, each an (n, n_l) array of the network's dtype."""
-        _checks.record(self, record, Forward)
+        checks.record(self, record, Forward)
 
     # -- save / load (the file format lives in saving.py) ---------------------------------
     def save(self, path):
         """Write the network to the .npz file ``path``: architecture and parameters, plain
-        arrays only (no pickle), written atomically. See ``mlp_ref.saving``."""
+        arrays only (no pickle), written atomically. See ``mlp_ref.files.saving``."""
         saving.save(self, path)
 
     @classmethod

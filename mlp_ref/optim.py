@@ -41,12 +41,11 @@ SGD keeps no state, so each of its calls simply computes in that call's dtype.
 """
 from __future__ import annotations
 
-
 import numpy as np
 
-from . import _checks
-from ._checks import BadType, BadValue
-from ._model_checks import check_net
+from .boundary import checks
+from .boundary.checks import BadType, BadValue
+from .boundary.model_checks import check_net
 
 ORDERS = ("update", "gradient")
 
@@ -80,7 +79,7 @@ class Optimizer:
     stateful = False
 
     def __init__(self, lr, constraint=None, order="update"):
-        self.lr = _checks.real("lr", lr, low=0.0, low_inclusive=False)
+        self.lr = checks.real("lr", lr, low=0.0, low_inclusive=False)
         self.constraint = constraint
         self.order = order
         self._check_settings()
@@ -131,7 +130,7 @@ class Optimizer:
                            f"(made by its first direction), got a {net.dtype} network; nothing was "
                            f"changed. The state belongs to one run: call reset() to start afresh in "
                            f"{net.dtype}, or give each network its own {name}", argument="net")
-        D = _checks.param_dict("D", D, net.param_shapes, net.dtype)    # in the network's dtype
+        D = checks.param_dict("D", D, net.param_shapes, net.dtype)    # in the network's dtype
         U, commit = self._prepare(D, net.dtype)
         try:
             net.step(U, 1.0)
@@ -180,20 +179,20 @@ class Optimizer:
         name = type(self).__name__
         for key, value in state.items():
             for k, a in (value.items() if isinstance(value, dict) else ()):
-                if not _checks.finite(a):
+                if not checks.finite(a):
                     raise BadValue(f"D: expected values small enough for {name}'s arithmetic in "
                                    f"{dtype.name}, got |D| up to {_largest(D):.3g}, which makes "
-                                   f"{key}[{k!r}] overflow ({_checks.count_nonfinite(a)})", argument="D")
+                                   f"{key}[{k!r}] overflow ({checks.count_nonfinite(a)})", argument="D")
         for k, u in U.items():
-            if not _checks.finite(u):
+            if not checks.finite(u):
                 if self.lr > 1.0:
                     raise BadValue(f"lr: expected a step size for which {name}'s update stays finite "
                                    f"in {dtype.name}, got lr = {self.lr:g}, which makes U[{k!r}] "
-                                   f"overflow ({_checks.count_nonfinite(u)}; |D| up to "
+                                   f"overflow ({checks.count_nonfinite(u)}; |D| up to "
                                    f"{_largest(D):.3g})", argument="lr")
                 raise BadValue(f"D: expected values small enough for {name}'s arithmetic in "
                                f"{dtype.name}, got |D| up to {_largest(D):.3g}, which makes "
-                               f"U[{k!r}] overflow ({_checks.count_nonfinite(u)})", argument="D")
+                               f"U[{k!r}] overflow ({checks.count_nonfinite(u)})", argument="D")
 
     def __repr__(self):
         extra = "".join(f", {k}={v!r}" for k, v in self._hyper().items())
@@ -208,7 +207,7 @@ class Optimizer:
         """The constraint and the order, as they are now."""
         if self.constraint is not None and not callable(self.constraint):
             raise BadType(f"constraint: expected a callable taking and returning a dict like "
-                          f"params, or None, got {_checks.describe(self.constraint)}", argument="constraint")
+                          f"params, or None, got {checks.describe(self.constraint)}", argument="constraint")
         if not isinstance(self.order, str) or self.order not in ORDERS:
             raise BadValue(f"order: expected one of {', '.join(map(repr, ORDERS))}, got {self.order!r}",
                            argument="order")
@@ -218,10 +217,10 @@ class Optimizer:
         a first direction fixed them."""
         if self.shapes is None and (not isinstance(D, dict) or not D):
             raise BadType(f"D: expected a non-empty dict like params (key -> array), "
-                          f"got {_checks.describe(D)}", argument="D")
+                          f"got {checks.describe(D)}", argument="D")
         if self.shapes is not None:
-            return _checks.param_dict("D", D, self.shapes, dtype)
-        return {k: _checks.as_array(f"D[{k!r}]", v, dtype) for k, v in D.items()}
+            return checks.param_dict("D", D, self.shapes, dtype)
+        return {k: checks.as_array(f"D[{k!r}]", v, dtype) for k, v in D.items()}
 
     def _check_hyper(self, dtype):
         """Every hyperparameter as it is now, in the dtype of this step's arithmetic: lr > 0,
@@ -231,7 +230,7 @@ class Optimizer:
     def _constrain(self, D, shapes):
         """Run the constraint on fresh copies and check that it returned a direction like D."""
         out = self.constraint({k: np.array(v) for k, v in D.items()})
-        return _checks.param_dict("constraint(...)", out, shapes, _dtype_of(D))
+        return checks.param_dict("constraint(...)", out, shapes, _dtype_of(D))
 
 
 class SGD(Optimizer):
@@ -399,7 +398,7 @@ class Adam(Optimizer):
 # -- the checks of a hyperparameter, each by its name ---------------------------------------
 def _learning_rate(lr, dtype):
     """lr > 0, a scalar of ``dtype`` that is neither 0 nor inf there."""
-    return _checks.check_representable("lr", _checks.real("lr", lr, low=0.0, low_inclusive=False), dtype)
+    return checks.check_representable("lr", checks.real("lr", lr, low=0.0, low_inclusive=False), dtype)
 
 
 def _decay_rate(name, x, dtype=None):
@@ -409,7 +408,7 @@ def _decay_rate(name, x, dtype=None):
     by 1 - beta^t: with beta = 1 both are 0. A beta closer to 1 than the dtype can tell
     (float32 rounds 1 - 1e-8 to 1.0) is a beta of 1 in the arithmetic, so it is refused too.
     """
-    x = _checks.real(name, x, low=0.0)
+    x = checks.real(name, x, low=0.0)
     if x >= 1.0:
         raise BadValue(f"{name}: expected a number in [0, 1), got {x}", argument=name)
     if dtype is not None and dtype.type(x) >= 1.0:
@@ -422,9 +421,9 @@ def _decay_rate(name, x, dtype=None):
 
 def _positive(name, x, dtype=None):
     """A finite number > 0 and, in ``dtype``, neither 0 nor inf."""
-    x = _checks.real(name, x, low=0.0, low_inclusive=False)
+    x = checks.real(name, x, low=0.0, low_inclusive=False)
     if dtype is not None:
-        _checks.check_representable(name, x, dtype)
+        checks.check_representable(name, x, dtype)
     return x
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _checks
-from ._checks import check_gram, check_rcond, check_rhs
+from .boundary import checks
+from .boundary.checks import check_gram, check_rcond, check_rhs
 
 
 def default_rcond(m, dtype):
     """m * eps(dtype): the size of the roundoff in the eigenvalues of an (m, m) matrix."""
-    return max(m, 1) * _checks.eps(dtype)
+    return max(m, 1) * checks.eps(dtype)
 
 
 class GramSolver:
@@ -80,4 +80,4 @@ def kept_eigenvalues(lam, rcond):
     m = len(lam)
     if not (m and lam[-1] > 0):
         return np.zeros(m, dtype=bool)
-    return lam > max(rcond * lam[-1], _checks.tiny(lam.dtype))
+    return lam > max(rcond * lam[-1], checks.tiny(lam.dtype))

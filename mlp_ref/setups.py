@@ -5,7 +5,7 @@ import functools
 
 import numpy as np
 
-from . import _checks
+from .boundary import checks
 from .data import seed_data
 from .losses import mse
 from .network import MLP
@@ -58,7 +58,7 @@ def visible_setup(seed=0, data_seed=0):
     Returns (net, X, Y), each the caller's own copy. With fixed seeds the training runs once
     per process (``_trained_once``), however many measurements start from it.
     """
-    seeds = (_checks.seed("seed", seed), _checks.seed("data_seed", data_seed))
+    seeds = (checks.seed("seed", seed), checks.seed("data_seed", data_seed))
     if None in seeds:                       # fresh randomness at every call: nothing to reuse
         return _train_visible(*seeds)
     net, X, Y = _trained_once(*seeds)

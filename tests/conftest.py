@@ -2,7 +2,7 @@
 
 Each fixture is the measurement a figure, a tutorial or the CLI shows, with the same arguments,
 so that a claim is checked on the very numbers that state it: those of the figures are
-``mlp_ref.figures``' own measurements, as ``python -m mlp_ref figures`` computes them.
+``mlp_ref.classroom.figures``' own measurements, as ``python -m mlp_ref figures`` computes them.
 """
 import os
 
@@ -10,9 +10,9 @@ import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-from mlp_ref import figures                                  # noqa: E402
-from mlp_ref.measurements import splitting, table           # noqa: E402
-from mlp_ref.setups import seed_setup, visible_setup         # noqa: E402
+from mlp_ref.classroom import figures  # noqa: E402
+from mlp_ref.measurements import splitting, table  # noqa: E402
+from mlp_ref.setups import seed_setup, visible_setup  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -7,13 +7,12 @@ import io
 
 import numpy as np
 import pytest
+from _drawn import cut_off_texts
 from PIL import Image
 
-from mlp_ref import animate, cli, figures
+from mlp_ref.classroom import animations, cli, figures
 from mlp_ref.measurements import motion
 from mlp_ref.setups import OUT1
-
-from _drawn import cut_off_texts
 
 
 # -- what the frames hold: the mathematics, without drawing ---------------------------------------
@@ -46,7 +45,7 @@ def test_the_projection_frames_grow_the_step_and_then_restore():
 
 def test_the_stage_captions_say_where_out1s_column_is_zero():
     result = figures.seed_stages()
-    captions = animate.stage_captions(result)
+    captions = animations.stage_captions(result)
     assert list(captions) == list(result["backward"])
     for name in ("dout", "dz2", "dW2", "db2"):       # G's out1 column is 0, and so below it
         assert np.all(result["backward"][name][..., OUT1] == 0.0)
@@ -60,7 +59,7 @@ def test_the_stage_captions_say_where_out1s_column_is_zero():
 # -- the drawings: slow ---------------------------------------------------------------------------
 def frames_of(name):
     """(fig, update, n) of animation ``name``."""
-    return animate.ANIMATIONS[name]()
+    return animations.ANIMATIONS[name]()
 
 
 @pytest.mark.slow
@@ -118,8 +117,8 @@ def test_the_command_writes_small_gifs_of_ten_frames_or_more_the_same_bytes_twic
     first, second = tmp_path / "a", tmp_path / "b"
     assert cli.main(["animate", "--out", str(first)]) == 0
     assert cli.main(["animate", "--out", str(second)]) == 0
-    assert sorted(p.name for p in first.iterdir()) == sorted(animate.ANIMATIONS)
-    for name in animate.ANIMATIONS:
+    assert sorted(p.name for p in first.iterdir()) == sorted(animations.ANIMATIONS)
+    for name in animations.ANIMATIONS:
         data = (first / name).read_bytes()
         assert data == (second / name).read_bytes(), name
         assert len(data) < 400_000, (name, len(data))

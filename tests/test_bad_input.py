@@ -9,6 +9,7 @@ import pytest
 import mlp_ref as mr
 from mlp_ref import data, fixes, gradcheck, losses, optim
 from mlp_ref.setups import seed_setup
+from mlp_ref.files import saving
 
 from _nets import X5, direction, net342, param_bytes, record342, torn_record
 
@@ -320,8 +321,8 @@ BAD_INPUTS = [
     # save / load
     ("save-path", lambda: net342().save(3), TypeError, r"path: expected a file path"),
     ("load-path", lambda: mr.MLP.load(None), TypeError, r"path: expected a file path"),
-    ("save None", lambda: mr.saving.save(None, "x.npz"), TypeError, r"net: expected an MLP .* got NoneType None"),
-    ("save SplitHeads", lambda: mr.saving.save(mr.SplitHeads([3, 4, 2]), "x.npz"), TypeError,
+    ("save None", lambda: saving.save(None, "x.npz"), TypeError, r"net: expected an MLP .* got NoneType None"),
+    ("save SplitHeads", lambda: saving.save(mr.SplitHeads([3, 4, 2]), "x.npz"), TypeError,
      r"net: expected an MLP \(SplitHeads: save net.to_mlp\(\)\), got SplitHeads"),
     ("save-path NUL", lambda: net342().save("a\0b.npz"), ValueError, r"path: expected a file path without a NUL"),
     ("load-path NUL", lambda: mr.MLP.load("a\0b.npz"), ValueError, r"path: expected a file path without a NUL"),

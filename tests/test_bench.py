@@ -2,18 +2,18 @@
 machines are noisy; what is asserted is that every measurement is there and well formed."""
 import json
 import platform
-
-import numpy as np
-import pytest
-
-from mlp_ref import bench, cli, fast, fixes, jacobian
-from mlp_ref.measurements.projection_cost import load as load_projection_cost
-from mlp_ref.measurements.projection_cost import projection_cost_data
-
 import sys
 
 import _runs
+import numpy as np
+import pytest
 from _runs import TINY_BENCH
+
+from mlp_ref import fast, fixes, jacobian
+from mlp_ref.classroom import cli
+from mlp_ref.fast import bench
+from mlp_ref.measurements.projection_cost import load as load_projection_cost
+from mlp_ref.measurements.projection_cost import projection_cost_data
 
 GLIBC = platform.libc_ver()[0] == "glibc"
 TINY = TINY_BENCH[:TINY_BENCH.index("--dtype")]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlp_ref import cli
+from mlp_ref.classroom import cli
 from mlp_ref.measurements import answer_replay, rules, splitting, table
 from mlp_ref.setups import OUTPUT_INDICES
 
@@ -66,13 +66,13 @@ def test_the_console_script_is_the_same_program():
     # point is read from its metadata in test_figures.py's wheel test
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
-    assert config["options.entry_points"]["console_scripts"].strip() == "mlp-ref = mlp_ref.cli:main"
+    assert config["options.entry_points"]["console_scripts"].strip() == "mlp-ref = mlp_ref.classroom.cli:main"
     assert cli.build_parser().prog == "mlp-ref"
 
 
 def test_no_command_line_module_pulls_in_matplotlib():
-    code = ("import sys, mlp_ref, mlp_ref.cli, mlp_ref.figures, mlp_ref.measurements, mlp_ref.report, "
-            "mlp_ref.tutorial; print('matplotlib' in sys.modules)")
+    code = ("import sys, mlp_ref, mlp_ref.classroom.cli, mlp_ref.classroom.figures, mlp_ref.measurements, "
+            "mlp_ref.classroom.report, mlp_ref.classroom.tutorial; print('matplotlib' in sys.modules)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert res.stdout.strip() == "False", res.stderr
@@ -291,7 +291,7 @@ def test_bench_keeps_its_table_when_the_json_cannot_be_written(tmp_path, monkeyp
     """The JSON is written last, after minutes of measuring: a folder that cannot take it then
     (a full disk, a folder removed meanwhile) is one line, and the table printed above stays
     the result. (The run itself is replaced here: only the writing is under test.)"""
-    from mlp_ref import bench
+    from mlp_ref.fast import bench
     monkeypatch.setattr(bench, "run", lambda **kw: {"results": "measured"})
     monkeypatch.setattr(bench, "format_table", lambda results: "the table of the run")
     args = cli.build_parser().parse_args(["bench", "--json", str(tmp_path / "gone" / "bench.json")])
@@ -305,7 +305,7 @@ def test_bench_keeps_its_table_when_the_json_cannot_be_written(tmp_path, monkeyp
 def test_a_reader_that_goes_away_during_figures_is_not_blamed_on_out(monkeypatch, tmp_path, capsys):
     """The progress lines' stdout breaking is not --out's fault (BrokenPipeError is an OSError,
     which figures reports as --out's): main ends quietly, as for every command."""
-    from mlp_ref import cli as cli_module
+    from mlp_ref.classroom import cli as cli_module
 
     def broken(*args, **kwargs):
         raise BrokenPipeError(32, "Broken pipe")

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlp_ref import data, figures, fixes, plots, report, tutorial
+from mlp_ref import data, fixes, plots
+from mlp_ref.classroom import figures, report, tutorial
 from mlp_ref.measurements import continual
 from mlp_ref.measurements.continual import find
-
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,7 +84,7 @@ def test_smaller_memories_are_part_of_larger_ones():
 def res():
     """``continual.run()``: the run that continual_tradeoff.png and continual_steps.png draw
     (``figures.continual_run``, the figures' own measurement)."""
-    from mlp_ref import figures
+    from mlp_ref.classroom import figures
     return figures.continual_run()
 
 

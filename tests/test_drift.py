@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from mlp_ref import figures, fixes
+from mlp_ref import fixes
+from mlp_ref.classroom import figures
 from mlp_ref.measurements import drift, fits, rules
 from mlp_ref.setups import N_PROBE, SETUPS
 

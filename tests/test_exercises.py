@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mlp_ref import grading
+from mlp_ref.classroom import grading
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = ROOT / "tutorials" / "exercises"

@@ -7,13 +7,12 @@ import shutil
 
 import numpy as np
 import pytest
-
-from mlp_ref import cli, explore
-from mlp_ref.measurements import explorer as measure
-from mlp_ref.plots.axes import at_floor
-
 from _drawn import cut_off_texts
 from _extras import in_ci
+
+from mlp_ref.classroom import cli, explorable
+from mlp_ref.measurements import explorer as measure
+from mlp_ref.plots.axes import at_floor
 
 
 # -- the live window, under Agg ---------------------------------------------------------------------
@@ -33,7 +32,7 @@ def drawn(live):
 def check_against_measurement(live):
     setup, fix, lr, steps, lam = live.values()
     state = measure.state(setup, fix, lr, steps, lam)          # measured afresh, not read back
-    drift, _ = measure.drift_curve(setup, fix, explore.LIVE_LRS, steps, lam)
+    drift, _ = measure.drift_curve(setup, fix, explorable.LIVE_LRS, steps, lam)
     shown = drawn(live)
     np.testing.assert_array_equal(shown["out1"], state["delta"][:, 0])
     np.testing.assert_array_equal(shown["out2"], state["delta"][:, 1])
@@ -47,7 +46,7 @@ def check_against_measurement(live):
 
 @pytest.mark.slow
 def test_the_widgets_redraw_the_measurement_they_name():
-    live = explore.explorer()
+    live = explorable.explorer()
     assert live.values() == ("seed", "naive", pytest.approx(0.1), 1, pytest.approx(0.5))
     check_against_measurement(live)
     live.fix.set_active(list(measure.FIXES).index("freeze"))      # a click on "freeze"
@@ -60,7 +59,7 @@ def test_the_widgets_redraw_the_measurement_they_name():
 
 @pytest.mark.slow
 def test_every_widget_redraws_and_nothing_is_past_the_edge():
-    live = explore.explorer()
+    live = explorable.explorer()
     live.fig.savefig(os.path.join(os.environ.get("MLP_REF_SHOTS", "/tmp"), "explorer_window.png"),
                      dpi=70)
     titles = [live.fig.get_suptitle()]
@@ -83,9 +82,9 @@ SMALL = {"setup": ("seed", "visible"), "fix": ("naive", "freeze", "penalty"), "l
 
 
 def test_the_page_names_every_state_of_its_grid_once():
-    keys = [k for k, *_ in explore.grid_states(SMALL)]
+    keys = [k for k, *_ in explorable.grid_states(SMALL)]
     assert len(keys) == len(set(keys)) == 2 * (2 * 2 * 2 + 2 * 2 * 2)
-    assert explore.key("seed", "naive", 1, 0, 1) == "seed|naive|1|0|-"       # lam: penalty only
+    assert explorable.key("seed", "naive", 1, 0, 1) == "seed|naive|1|0|-"       # lam: penalty only
 
 
 def chromium():
@@ -113,8 +112,8 @@ def chromium():
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
-    path = tmp_path_factory.mktemp("page") / "explore.html"
-    explore.write_html(path, grid=SMALL)
+    path = tmp_path_factory.mktemp("page") / "explorable.html"
+    explorable.write_html(path, grid=SMALL)
     return path
 
 
@@ -130,7 +129,7 @@ def test_every_control_shows_its_precomputed_state_in_chromium(page, tmp_path):
         browser.get(page.as_uri())
         shots = os.environ.get("MLP_REF_SHOTS")
         states = browser.execute_script("return STATES")
-        assert sorted(states) == sorted(k for k, *_ in explore.grid_states(SMALL))
+        assert sorted(states) == sorted(k for k, *_ in explorable.grid_states(SMALL))
 
         def shown():
             img = browser.find_element(By.ID, "view")
@@ -140,10 +139,10 @@ def test_every_control_shows_its_precomputed_state_in_chromium(page, tmp_path):
         def expect(setup, fix, i, s, li):
             """The page shows the state these controls name: its picture and its numbers,
             the numbers measured here afresh."""
-            k = explore.key(setup, fix, i, s, li)
+            k = explorable.key(setup, fix, i, s, li)
             state = measure.state(setup, fix, SMALL["lr"][i], SMALL["steps"][s],
                                   SMALL["lam"][li] if fix == "penalty" else 0.5)
-            numbers = explore.numbers(state)
+            numbers = explorable.numbers(state)
             assert shown() == (k, states[k]["img"], numbers["drift"], numbers["gain"])
 
         def slide(name, index):
@@ -176,7 +175,7 @@ def test_every_control_shows_its_precomputed_state_in_chromium(page, tmp_path):
                                      ("visible", "freeze", 0, 0, 0), ("visible", "freeze", 0, 1, 0),
                                      ("visible", "penalty", 0, 1, 0), ("visible", "penalty", 0, 1, 1),
                                      ("seed", "penalty", 0, 1, 1)]:
-            seen.add(states[explore.key(setup, fix, i, s, li)]["img"])
+            seen.add(states[explorable.key(setup, fix, i, s, li)]["img"])
         assert len(seen) == 8
         if shots:
             browser.set_window_size(1280, 900)
@@ -193,7 +192,7 @@ def test_the_page_is_self_contained_and_the_same_bytes_twice(page, tmp_path):
     for outside in ("http://", "https://", "//cdn", "<link", "src=\"http"):
         assert outside not in text
     again = tmp_path / "again.html"
-    explore.write_html(again, grid=SMALL)
+    explorable.write_html(again, grid=SMALL)
     assert again.read_bytes() == page.read_bytes()
 
 
@@ -214,7 +213,7 @@ def test_the_same_explorer_runs_in_jupyter_with_ipympl():
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("%matplotlib widget"),
                 nbformat.v4.new_code_cell(
-                    "import matplotlib\nfrom mlp_ref import explore\nlive = explore.explorer()\n"
+                    "import matplotlib\nfrom mlp_ref.classroom import explorable\nlive = explorable.explorer()\n"
                     "live.fix.set_active(2)\nlive.steps.set_val(5)\n"
                     "print(matplotlib.get_backend(), type(live.fig.canvas).__name__, "
                     "live.values()[:2], int(live.values()[3]), repr(live.state['drift_batch']))")]

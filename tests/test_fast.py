@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import mlp_ref as mr
-from mlp_ref import _diagnosis, fast, fixes, pseudoinverse
+from mlp_ref import fast, fixes, pseudoinverse
+from mlp_ref.boundary import diagnosis
 from mlp_ref.jacobian import OutputJacobian, flatten
 from mlp_ref.setups import G_QUESTION, SETUPS
 
@@ -127,7 +128,7 @@ def test_step_buffers_follow_parameters_replaced_by_hand():
 
 def test_fast_gradient_holds_at_most_six_tenths_of_the_references_memory():
     # tracemalloc counts NumPy's buffers: a memory claim, not a timing one
-    from mlp_ref.bench import peak_bytes
+    from mlp_ref.fast.bench import peak_bytes
     net = mr.MLP([60, 40, 40, 5], hidden="tanh", seed=0)
     rng = np.random.default_rng(0)
     X, G = rng.normal(size=(30, 60)), rng.normal(size=(30, 5))
@@ -187,7 +188,7 @@ def test_fast_project_on_the_seed_network_refines_as_the_reference_does():
 
     def accuracy(D):
         size = np.linalg.norm(J.magnitude({k: np.abs(D[k]) + np.abs(v) for k, v in g.items()}))
-        return (_diagnosis.HELD_EPS + m) * eps * size
+        return (diagnosis.HELD_EPS + m) * eps * size
 
     for refine in (1, 2):
         D = fast.project(net, X, G_QUESTION, refine=refine)
@@ -266,7 +267,7 @@ def test_fast_restore_reaches_a_huge_reference_as_the_reference_does():
     for size in (1e-3, 1.0, 1e10, 1e100, 1e200):
         reports = [restore(net.copy(), X, np.full(5, size)) for restore in (fixes.restore, fast.restore)]
         assert all(r.converged and r.residual <= r.tol for r in reports), (size, [str(r) for r in reports])
-        assert reports[0].tol == reports[1].tol == _diagnosis.restore_tolerance(1e-12, np.full(5, size))[0]
+        assert reports[0].tol == reports[1].tol == diagnosis.restore_tolerance(1e-12, np.full(5, size))[0]
 
 
 # -- the fast Jacobian and solver against the reference ones --------------------------------------

@@ -13,11 +13,10 @@ import io
 import re
 
 import pytest
-
-from mlp_ref import cli, figures
-
-from _runs import ROOT, wheel_figures
 from _drawn import png_size, png_software
+from _runs import ROOT, wheel_figures
+
+from mlp_ref.classroom import cli, figures
 
 pytestmark = pytest.mark.slow
 
@@ -81,7 +80,7 @@ def test_pngs_are_slide_sized_and_small_and_say_what_drew_them(runs):
 def test_an_installed_wheel_draws_every_figure_from_any_folder(runs):
     (out, stdout, where, script), _ = runs
     assert str(ROOT) not in where and "venv" in where         # the wheel's copy, not this checkout
-    assert script == "['mlp_ref.cli:main']"                   # the mlp-ref console script
+    assert script == "['mlp_ref.classroom.cli:main']"                   # the mlp-ref console script
     assert f"[{len(figures.FIGURES)}/{len(figures.FIGURES)}]" in stdout
 
 

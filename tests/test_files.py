@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _nets import net342, same_network
 
 import mlp_ref as mr
-from mlp_ref import _files, cli, figures
-
-from _nets import net342, same_network
+from mlp_ref.classroom import cli, figures
+from mlp_ref.files import atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,16 +38,16 @@ def slow(self, f, **kw):
     f.write(b"\\x89PNG half a figure"); f.flush()
     print("writing", flush=True); time.sleep(60)
 matplotlib.figure.Figure.savefig = slow
-from mlp_ref import cli
+from mlp_ref.classroom import cli
 sys.exit(cli.main(["figures", "--out", FOLDER, "--only", "projection_cost"]))
 """
 SLOW_JSON = """
 import time
-from mlp_ref import _files
+from mlp_ref.files import atomic
 def slow(f):
     f.write(b'{"half": '); f.flush()
     print("writing", flush=True); time.sleep(60)
-_files.write_atomically("--json", TARGET, slow)
+atomic.write_atomically("--json", TARGET, slow)
 """
 #: more than Linux's PID_MAX_LIMIT (2**22): no process here has it, as a writer in another PID
 #: namespace seen from this one
@@ -90,7 +90,7 @@ def interrupt(script, target, sig):
     """Run ``script`` in a child (``writing``), send ``sig`` once it has written half a file, and
     return (exit status, stderr, the temporary files that existed mid-write)."""
     with writing(script, target) as child:
-        during = _files.temp_files(target)
+        during = atomic.temp_files(target)
         child.send_signal(sig)
         _, err = child.communicate(timeout=60)
     return child.returncode, err, during
@@ -114,7 +114,7 @@ def test_a_killed_save_leaves_a_temporary_that_the_next_write_into_its_folder_re
     path = tmp_path / "net.npz"
     code, _, during = interrupt(script, path, signal.SIGKILL)
     assert code == -signal.SIGKILL and not path.exists()
-    assert _files.temp_files(path) == during and len(during) == 1   # SIGKILL: nothing can run
+    assert atomic.temp_files(path) == during and len(during) == 1   # SIGKILL: nothing can run
     # files that only look alike are not ours: kept
     alike = [".net.npz.tmp", f".net.npz.{os.getpid()}.tmp", "net.npz.1.tmp"]
     for name in alike:
@@ -130,11 +130,11 @@ def test_a_live_writer_keeps_its_temporary_file_whatever_process_id_it_shows(tmp
     and its own save then completes."""
     path = tmp_path / "net.npz"
     with writing(FOREIGN_SAVE, path) as child:
-        live = _files.temp_files(path)
+        live = atomic.temp_files(path)
         assert len(live) == 1 and f".{FOREIGN_PID}." in os.path.basename(live[0])
         net342(seed=3).save(path)
         net342(seed=4).save(tmp_path / "other.npz")
-        assert _files.temp_files(path) == live
+        assert atomic.temp_files(path) == live
         out, err = child.communicate("go on\n", timeout=60)
         assert (child.returncode, out) == (0, "saved\n"), err
     same_network(mr.MLP.load(path), net342(seed=2))     # the live writer's save, the last one
@@ -253,5 +253,5 @@ def test_bench_json_is_written_whole_through_the_shared_helper(tmp_path):
     path = tmp_path / "out.json"
     path.write_text("old")
     data = np.arange(3).tobytes()
-    assert _files.write_atomically("--json", path, lambda f: f.write(data)) == str(path)
+    assert atomic.write_atomically("--json", path, lambda f: f.write(data)) == str(path)
     assert path.read_bytes() == data and os.listdir(tmp_path) == ["out.json"]

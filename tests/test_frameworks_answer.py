@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from _extras import require
 
-from mlp_ref import cli
+from mlp_ref.classroom import cli
 from mlp_ref.measurements.answer_replay import replay_answer
 from mlp_ref.setups import seed_setup
 

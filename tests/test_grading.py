@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlp_ref import grading
-from mlp_ref.grading import hints, wire
+from mlp_ref.classroom import grading
+from mlp_ref.classroom.grading import hints, wire
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = ROOT / "tutorials" / "exercises" / "solutions"
@@ -416,7 +416,7 @@ def test_the_numbers_the_teachers_guide_states():
     """tutorials/README.md's exercises section: the seed network's conditioning, the bounds it
     gives, the parameters freeze trains, the default time limit and exercise 10's targets."""
     from mlp_ref import jacobian
-    from mlp_ref.grading import checks
+    from mlp_ref.classroom.grading import answers
     from mlp_ref.setups import seed_setup
     guide = (ROOT / "tutorials" / "README.md").read_text()
     net, X, _ = seed_setup()
@@ -430,7 +430,7 @@ def test_the_numbers_the_teachers_guide_states():
     assert sum(net.params[k].size for k in net.output_keys) == 10 and net.n_params == 26
     assert "10 of the 26 parameters" in guide
     assert grading.TIME_LIMIT == 60 and "60 s by default" in guide
-    assert (checks.LR_10, checks.STEPS_10) == (0.01, 20)
+    assert (answers.LR_10, answers.STEPS_10) == (0.01, 20)
     assert "out1 held on the memory to 1e-10 after 20 steps" in guide
 
 

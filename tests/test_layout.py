@@ -1,8 +1,9 @@
 """The layout of the package, read from its source: imports flow one way (the project's design
-document's, shared/DESIGN.md outside this repository:
-activations -> network -> jacobian -> fixes -> optim -> measurements -> plots -> cli), with no
-cycle, no private name reached across modules, and every import at the top of its module but
-matplotlib's (``import mlp_ref`` must not load it: test_cli.py runs that check)."""
+document's, shared/DESIGN.md outside this repository: activations -> network -> jacobian -> fixes
+-> optim -> fast -> measurements -> plots -> classroom), each module's room read from the folder
+it sits in (``ROOMS``), with no cycle, no private name reached across modules, and every import at
+the top of its module but matplotlib's (``import mlp_ref`` must not load it: test_cli.py runs that
+check)."""
 import ast
 from pathlib import Path
 
@@ -73,33 +74,65 @@ def test_the_imports_have_no_cycle():
     assert not cycles, cycles
 
 
-#: The rooms of the house, lowest first: a module imports only from its own room or lower ones.
+#: The rooms of the house, lowest first, each a set of folders of mlp_ref ("" is the top: the lesson's
+#: modules and the package itself): a module imports only from its own room or lower ones.
 ROOMS = [
-    ("core", {"mlp_ref._argtypes", "mlp_ref._checks", "mlp_ref._diagnosis", "mlp_ref._files",
-              "mlp_ref._memory", "mlp_ref._model_checks", "mlp_ref.activations", "mlp_ref.resources",
-              "mlp_ref.saving", "mlp_ref.network", "mlp_ref.losses", "mlp_ref.data",
-              "mlp_ref.setups", "mlp_ref.gradcheck", "mlp_ref.architectures",
-              "mlp_ref.jacobian", "mlp_ref.pseudoinverse", "mlp_ref.fixes", "mlp_ref.baselines",
-              "mlp_ref.optim"}),
-    ("fast tier", {"mlp_ref.fast"}),
-    ("measurements", {m for m in MODULES if m.startswith("mlp_ref.measurements")}),
-    ("plots", {m for m in MODULES if m.startswith("mlp_ref.plots")}),
-    ("front", {"mlp_ref", "mlp_ref.__main__", "mlp_ref.figures", "mlp_ref.report",
-               "mlp_ref.tutorial", "mlp_ref.bench", "mlp_ref.cli",
-               "mlp_ref.animate", "mlp_ref.explore", "mlp_ref.slides"}
-     | {m for m in MODULES if m.startswith("mlp_ref.grading")}),
+    ("the lesson, with its boundary and its files", {"", "boundary", "files", "resources"}),
+    ("the fast tier and its bench", {"fast"}),
+    ("measurements", {"measurements"}),
+    ("plots", {"plots"}),
+    ("the classroom's tools", {"classroom"}),
 ]
-ROOM = {m: i for i, (_, members) in enumerate(ROOMS) for m in members}
+#: the package's own entry points sit above every room: ``mlp_ref`` imports the lesson and the fast
+#: tier, ``python -m mlp_ref`` the command line
+ENTRY = {"mlp_ref", "mlp_ref.__main__"}
 
 
-def test_every_module_has_a_room():
-    assert set(ROOM) == set(MODULES)
+def folder(module):
+    """The folder of mlp_ref a module sits in: "" for mlp_ref/*.py, else its first subpackage."""
+    parts = module.split(".")
+    is_package = module in PACKAGES
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and is_package) else ""
+
+
+ROOM = {m: len(ROOMS) if m in ENTRY else next(i for i, (_, folders) in enumerate(ROOMS)
+                                                if folder(m) in folders)
+        for m in MODULES}
+FOLDERS = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+
+
+def test_every_folder_has_a_room():
+    assert FOLDERS | {""} == set().union(*(folders for _, folders in ROOMS))
+
+
+def test_the_top_shows_the_lesson():
+    # at most 16 modules sit flat in mlp_ref/: the lesson, under the paths students import
+    flat = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(flat) <= 16, flat
+
+
+def test_no_two_modules_share_a_name_but_a_topics_measurement_and_plot():
+    by_name = {}
+    for m in MODULES:
+        if m not in PACKAGES:
+            by_name.setdefault(m.rsplit(".", 1)[1], []).append(m)
+    shared = {name: sorted(f"{folder(m) or 'top'}" for m in ms) for name, ms in by_name.items() if len(ms) > 1}
+    assert all(f == ["measurements", "plots"] for f in shared.values()), shared
+
+
+def test_the_boundary_and_the_files_stand_below_the_lesson():
+    # the lesson's room holds the boundary and the files; of the lesson they know only what a
+    # model is (model_checks: network.Model) and the activations' names (saving)
+    lesson = {m for m in MODULES if folder(m) == "" and m not in ENTRY}
+    for m in MODULES:
+        if folder(m) in ("boundary", "files"):
+            assert GRAPH[m] & lesson <= {"mlp_ref.network", "mlp_ref.activations"}, m
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_a_module_imports_nothing_above_its_room(module):
     above = sorted(dep for dep in GRAPH[module] if ROOM[dep] > ROOM[module])
-    assert not above, f"{module} ({ROOMS[ROOM[module]][0]}) imports {above}"
+    assert not above, f"{module} ({(ROOMS + [('the entry', ())])[ROOM[module]][0]}) imports {above}"
 
 
 def test_the_lesson_follows_the_chain_rule_down():
@@ -107,8 +140,10 @@ def test_the_lesson_follows_the_chain_rule_down():
     order = ["mlp_ref.activations", "mlp_ref.network", "mlp_ref.jacobian", "mlp_ref.fixes"]
     for i, low in enumerate(order):
         assert not GRAPH[low] & set(order[i + 1:]), low
-    assert "mlp_ref.fast" not in set().union(*(GRAPH[m] for m in ROOMS[0][1]))
-    assert not any(d.startswith("mlp_ref.bench") for m in ROOMS[3][1] for d in GRAPH[m])
+    below_fast = {m for m in MODULES if ROOM[m] == 0}
+    assert not any(d.startswith("mlp_ref.fast") for m in below_fast for d in GRAPH[m])
+    assert not any(d == "mlp_ref.fast.bench" for m in MODULES for d in GRAPH[m]
+                   if folder(m) in ("measurements", "plots"))
 
 
 def private_names_used(name):

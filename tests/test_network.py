@@ -245,16 +245,16 @@ def test_a_batch_whose_record_does_not_fit_in_memory_is_refused_naming_its_rows(
     """The forward record holds z_l and a_l for every layer: n x 2 (4 + 2) float64 numbers for a
     3-4-2 network. With the machine's memory set just below that, the batch is refused before
     NumPy allocates anything; at exactly that, it runs."""
-    from mlp_ref import _checks
+    from mlp_ref.boundary import checks
     net = mr.MLP([3, 4, 2], seed=0)
     X = np.zeros((1000, 3))
     need = 1000 * 2 * (4 + 2) * 8
-    monkeypatch.setattr(_checks, "machine_memory", lambda: need - 1)
+    monkeypatch.setattr(checks, "machine_memory", lambda: need - 1)
     with pytest.raises(ValueError, match=r"^X: record for its rows needs .* memory") as refused:
         net.forward(X)
     assert refused.value.argument == "X"
     with pytest.raises(ValueError) as refused:
         mr.fixes.project(net, X[:1], [0.0, -1.0], keep_X=X)
     assert refused.value.argument == "keep_X"
-    monkeypatch.setattr(_checks, "machine_memory", lambda: need)
+    monkeypatch.setattr(checks, "machine_memory", lambda: need)
     assert net.forward(X).output.shape == (1000, 2)

@@ -21,11 +21,10 @@ import re
 import sys
 
 import pytest
-
-from mlp_ref import tutorial
-
 from _extras import require
 from _runs import FRAMEWORKS_TUTORIAL, HIDE_FRAMEWORKS, NOTEBOOKS, ROOT
+
+from mlp_ref.classroom import tutorial
 
 PNG = b"\x89PNG\r\n\x1a\n"
 MAKE_PY = ROOT / "tutorials" / "notebooks" / "make.py"
@@ -341,6 +340,7 @@ def test_the_framework_files_tutorial_07_imports_ship_in_the_package():
     # package data, so that a notebook of 07 finds them from any folder, in an installed wheel
     # too (setuptools globs each pattern from the package's folder)
     import configparser
+
     from mlp_ref.resources import frameworks_folder
 
     cfg = configparser.ConfigParser()

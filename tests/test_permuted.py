@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from mlp_ref import figures
+from mlp_ref.classroom import figures
 from mlp_ref.measurements import permuted
 
 
@@ -113,7 +113,7 @@ def test_tutorial_09_numbers(full):
 
 @pytest.mark.slow
 def test_continual_table_prints_the_table_and_writes_the_json(tmp_path, capsys):
-    from mlp_ref import cli
+    from mlp_ref.classroom import cli
     path = tmp_path / "table.json"
     assert cli.main(["continual-table", "--json", str(path)]) == 0
     out = capsys.readouterr()
@@ -128,8 +128,9 @@ def test_continual_table_prints_the_table_and_writes_the_json(tmp_path, capsys):
 @pytest.mark.slow
 def test_tutorial_09_states_the_runs_numbers(full):
     """Each ACC and BWT tutorial 09 quotes is the run's, rounded as the text rounds it."""
-    from mlp_ref import tutorial
     from _runs import ROOT
+
+    from mlp_ref.classroom import tutorial
     text = " ".join(c.source for c in tutorial.cells((ROOT / "tutorials" / "09_the_field.py").read_text())
                     if c.kind == "markdown")
     text = " ".join(text.replace("#", " ").split())

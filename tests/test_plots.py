@@ -4,14 +4,13 @@ import matplotlib
 import matplotlib.text
 import numpy as np
 import pytest
+from _drawn import cut_off_texts
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from mlp_ref import fixes, plots
 from mlp_ref.measurements import projection, projection_cost, question
 from mlp_ref.setups import G_QUESTION, LR, seed_setup, visible_setup
-
-from _drawn import cut_off_texts
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +60,7 @@ def test_every_fix_plot_has_its_axes_and_a_takeaway(drift_results, trajectories,
 
 
 def test_a_text_past_the_figures_edge_is_named_and_the_figures_command_says_so(tmp_path, monkeypatch):
-    from mlp_ref import figures
+    from mlp_ref.classroom import figures
     from mlp_ref.plots.style import new_figure
 
     def drawn(title):
@@ -232,8 +231,9 @@ def test_a_measurement_is_read_only_and_leaves_what_it_shares_writable():
     keep G_QUESTION, the module's constant, and freezing it in place made every later caller's
     G read-only (the grader wrote a student's copy back into it, and failed)."""
     import numpy as np
+
+    from mlp_ref.classroom import figures
     from mlp_ref.setups import G_QUESTION
-    from mlp_ref import figures
     stages = figures.seed_stages()
     arrays = [v for v in stages.values() if isinstance(v, np.ndarray)]
     assert arrays and not any(a.flags.writeable for a in arrays)

@@ -123,7 +123,8 @@ def test_tutorial_09_and_the_readme_say_what_the_ladder_measured(shipped):
 def test_tutorial_09_states_the_ladders_numbers():
     """The sentences of tutorial 09's section 6 carry the numbers asserted above."""
     from _runs import ROOT
-    from mlp_ref import tutorial
+
+    from mlp_ref.classroom import tutorial
     text = " ".join(c.source for c in tutorial.cells((ROOT / "tutorials" / "09_the_field.py").read_text())
                     if c.kind == "markdown")
     text = " ".join(text.split())

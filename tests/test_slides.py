@@ -4,12 +4,12 @@ teacher's guide's 90-minute plan following it, and the same bytes twice."""
 import re
 
 import pytest
-
-from mlp_ref import cli, slides
-from mlp_ref.measurements import rules
-
 from _drawn import cut_off_texts
 from _runs import ROOT
+
+from mlp_ref.classroom import cli
+from mlp_ref.classroom import deck as slides
+from mlp_ref.measurements import rules
 
 
 def test_the_deck_covers_the_class_minute_by_minute():
@@ -55,7 +55,7 @@ def test_the_teachers_plan_follows_the_deck():
 
 @pytest.mark.slow
 def test_every_slide_is_legible_and_nothing_is_past_an_edge():
-    from mlp_ref.plots import slides as drawing        # matplotlib
+    from mlp_ref.plots import slides as drawing  # matplotlib
     for number, fig in enumerate(slides.draw(), 1):
         assert cut_off_texts(fig) == [], number
         assert drawing.overlaps_image(fig) == [], number

@@ -3,7 +3,8 @@ penalty's stability limit, the trade-off, and the guarantees table measured from
 import numpy as np
 import pytest
 
-from mlp_ref import fixes, jacobian, report
+from mlp_ref import fixes, jacobian
+from mlp_ref.classroom import report
 from mlp_ref.data import probe_inputs
 from mlp_ref.measurements import rules, table
 from mlp_ref.setups import G_QUESTION, LR, N_PROBE, OUT1, OUT2, seed_setup

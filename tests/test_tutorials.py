@@ -1,6 +1,6 @@
 """Every tutorial runs headless, imports the package rather than repeating it, and prints the
 numbers the package computes: each printed line checked here is compared with a recomputation.
-The helpers of ``mlp_ref.tutorial`` (headless narration, --step, Ctrl-C) are tested here too.
+The helpers of ``mlp_ref.classroom.tutorial`` (headless narration, --step, Ctrl-C) are tested here too.
 
 Whether those numbers say what the narration says is tested where each claim lives (one module
 per concept: test_question, test_masking, test_splitting, test_projection, test_table, ...).
@@ -16,14 +16,14 @@ from contextlib import redirect_stdout
 
 import numpy as np
 import pytest
-
-import mlp_ref as mr
-from mlp_ref import jacobian, report, tutorial
-from mlp_ref.measurements import drift, fits, question
-from mlp_ref.setups import G_QUESTION, LR, seed_setup
-
 from _frameworks import NAMES, printed_sources
 from _runs import ROOT, TUTORIALS, run_tutorial, tutorial_env
+
+import mlp_ref as mr
+from mlp_ref import jacobian
+from mlp_ref.classroom import report, tutorial
+from mlp_ref.measurements import drift, fits, question
+from mlp_ref.setups import G_QUESTION, LR, seed_setup
 
 FRAMEWORKS = {"torch", "tensorflow", "jax", "keras", "functorch"}
 
@@ -82,7 +82,7 @@ def test_step_flag_does_not_block_without_a_terminal():
     assert "press Enter" not in res.stdout
 
 
-# -- mlp_ref.tutorial ---------------------------------------------------------------------------
+# -- mlp_ref.classroom.tutorial ---------------------------------------------------------------------------
 class FakeStdin:
     def __init__(self, tty):
         self.tty = tty
@@ -117,7 +117,7 @@ SCRIPT = """# %% [markdown]
 
 # %%
 import sys
-from mlp_ref.tutorial import run_headless
+from mlp_ref.classroom.tutorial import run_headless
 
 run_headless(globals(), ARGV, STDIN)
 X = 1
@@ -267,7 +267,7 @@ def test_show_stages_prints_the_cli_lines(capsys):
 
 
 def test_tutorial_helpers_do_not_import_matplotlib():
-    code = "import sys, mlp_ref.tutorial; print('matplotlib' in sys.modules)"
+    code = "import sys, mlp_ref.classroom.tutorial; print('matplotlib' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.stdout.strip() == "False", res.stderr
 
@@ -299,7 +299,7 @@ def test_01_prints_every_weight_and_a_stage_to_check_by_hand(outputs):
     by_hand = X[0] @ net.params["W1"][:, 0] + net.params["b1"][0]
     assert by_hand == pytest.approx(net.forward(X).z[1][0, 0], abs=1e-15)
     assert f"by hand: X[0] @ W1[:, 0] + b1[0] = {by_hand:.4f}   z1[0, 0] = {by_hand:.4f}" in out
-    from mlp_ref import cli
+    from mlp_ref.classroom import cli
     with redirect_stdout(io.StringIO()) as stages:
         cli.main(["stages"])
     assert printed.getvalue() in stages.getvalue()          # and `python -m mlp_ref stages`

@@ -18,9 +18,9 @@
 import numpy as np
 
 import mlp_ref as mr
+from mlp_ref.classroom.tutorial import animation, figure, run_headless, show, show_params, show_stages
 from mlp_ref.measurements import question
 from mlp_ref.setups import G_QUESTION, seed_setup
-from mlp_ref.tutorial import animation, figure, run_headless, show, show_params, show_stages
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 LR = 0.1                   # the answer's GradientDescentOptimizer(0.1)

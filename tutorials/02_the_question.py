@@ -15,9 +15,9 @@
 import numpy as np
 
 from mlp_ref import jacobian
+from mlp_ref.classroom.tutorial import figure, run_headless, show
 from mlp_ref.measurements import question
 from mlp_ref.setups import G_QUESTION, LR, seed_setup, visible_setup
-from mlp_ref.tutorial import figure, run_headless, show
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 SETUPS = {"seed": seed_setup(), "visible": visible_setup()}

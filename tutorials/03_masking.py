@@ -16,11 +16,12 @@
 # %%
 import numpy as np
 
-from mlp_ref import fixes, losses, report
+from mlp_ref import fixes, losses
+from mlp_ref.classroom import report
+from mlp_ref.classroom.tutorial import figure, run_headless, show
 from mlp_ref.measurements import answer_replay, question
-from mlp_ref.measurements.rules import MASK    # [0, 1]: hide out1 from the loss, keep out2
+from mlp_ref.measurements.rules import MASK  # [0, 1]: hide out1 from the loss, keep out2
 from mlp_ref.setups import G_QUESTION, LR, seed_setup, visible_setup
-from mlp_ref.tutorial import figure, run_headless, show
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 net, X, Y = seed_setup()

@@ -26,10 +26,11 @@
 # %%
 import numpy as np
 
-from mlp_ref import SplitHeads, TwoTower, data, fixes, losses, report
+from mlp_ref import SplitHeads, TwoTower, data, fixes, losses
+from mlp_ref.classroom import report
+from mlp_ref.classroom.tutorial import figure, run_headless
 from mlp_ref.measurements import question, splitting
 from mlp_ref.setups import G_QUESTION, seed_setup, visible_setup
-from mlp_ref.tutorial import figure, run_headless
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 

@@ -22,9 +22,9 @@
 import numpy as np
 
 from mlp_ref import MLP, data, fixes, jacobian
+from mlp_ref.classroom.tutorial import animation, figure, run_headless, show
 from mlp_ref.measurements import drift, fits, projection
 from mlp_ref.setups import G_QUESTION, seed_setup, visible_setup
-from mlp_ref.tutorial import animation, figure, run_headless, show
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 

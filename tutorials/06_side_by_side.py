@@ -15,13 +15,14 @@
 # %%
 import numpy as np
 
-from mlp_ref import fixes, jacobian, report
+from mlp_ref import fixes, jacobian
+from mlp_ref.classroom import report
+from mlp_ref.classroom.tutorial import figure, run_headless
 from mlp_ref.measurements.drift import trajectories
 from mlp_ref.measurements.optimizers import OPTIMIZER_ORDERS, optimizer_order
 from mlp_ref.measurements.rules import RULES, penalty
 from mlp_ref.measurements.table import measured_guarantees
 from mlp_ref.setups import LR, SETUPS
-from mlp_ref.tutorial import figure, run_headless
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 

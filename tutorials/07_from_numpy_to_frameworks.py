@@ -26,13 +26,13 @@ import sys
 import numpy as np
 
 from mlp_ref import fixes, losses, optim, setups
+from mlp_ref.classroom.tutorial import figure, listing, run_headless
 from mlp_ref.data import probe_inputs
 from mlp_ref.jacobian import dense_rows, flatten
 from mlp_ref.measurements import rules, table
 from mlp_ref.measurements.drift import one_step_beside
 from mlp_ref.resources import frameworks_folder
 from mlp_ref.setups import G_QUESTION, SETUPS
-from mlp_ref.tutorial import figure, listing, run_headless
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 

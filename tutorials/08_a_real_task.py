@@ -16,10 +16,11 @@
 # %%
 import numpy as np
 
-from mlp_ref import data, report
+from mlp_ref import data
+from mlp_ref.classroom import report
+from mlp_ref.classroom.tutorial import animation, figure, run_headless
 from mlp_ref.measurements import continual
 from mlp_ref.measurements.continual import find
-from mlp_ref.tutorial import animation, figure, run_headless
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 

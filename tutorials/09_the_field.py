@@ -19,8 +19,8 @@ import numpy as np
 
 import mlp_ref as mr
 from mlp_ref import baselines, fixes
+from mlp_ref.classroom.tutorial import figure, run_headless
 from mlp_ref.measurements import permuted, scale
-from mlp_ref.tutorial import figure, run_headless
 
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 

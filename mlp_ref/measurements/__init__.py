@@ -19,13 +19,25 @@ matplotlib here). One module per topic, each beside the tutorial and the figures
     motion         the frames of the projected step's animation (projection_step.gif)
 
 Each function starts from a named setup (``mlp_ref.setups``) and never modifies a network
-handed to it. ``mlp_ref.report`` turns the results into text, ``mlp_ref.plots`` into figures.
+handed to it. ``mlp_ref.classroom.report`` turns the results into text, ``mlp_ref.plots`` into figures.
 """
 # continual is imported where it is used (``from mlp_ref.measurements import continual``), not
 # here: ``python -m mlp_ref.measurements.continual`` runs it as a script, which must not be
 # imported before it runs.
-from . import (answer_replay, drift, explorer, fits, motion, optimizers, projection, projection_cost,
-               question, rules, splitting, table)
+from . import (
+               answer_replay,
+               drift,
+               explorer,
+               fits,
+               motion,
+               optimizers,
+               projection,
+               projection_cost,
+               question,
+               rules,
+               splitting,
+               table,
+)
 
 __all__ = ["answer_replay", "drift", "explorer", "fits", "motion", "optimizers", "projection",
            "projection_cost", "question", "rules", "splitting", "table"]

@@ -40,13 +40,14 @@ import time
 
 import numpy as np
 
-from .. import _files, data, fast, fixes, losses, resources
-from .._argtypes import path, rows_list, whole
-from .._memory import peak_bytes
+from .. import data, fast, fixes, losses, resources
 from ..architectures import SplitHeads, TwoTower
+from ..boundary.argtypes import path, rows_list, whole
+from ..fast.memory import peak_bytes
+from ..files import atomic
 from ..jacobian import OutputJacobian
-from ..pseudoinverse import GramSolver
 from ..network import MLP
+from ..pseudoinverse import GramSolver
 from .fits import loglog_slope
 
 #: The outputs of the old task (held) and of the new one (trained).
@@ -400,7 +401,7 @@ def main(argv=None):
                      f"images), got {max(args.sizes)}")
     if args.json is not None:
         try:                        # before the sweep, not after minutes of it
-            _files.check_target("--json", args.json)
+            atomic.check_target("--json", args.json)
         except (OSError, TypeError) as exc:
             parser.error(str(exc))
 
@@ -412,7 +413,7 @@ def main(argv=None):
                       "processor": platform.machine(), "cpus": os.cpu_count(),
                       "load": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
                       "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS")}
-    failed = args.json and _files.write_results(args.json, json.dumps(res, indent=1) + "\n")
+    failed = args.json and atomic.write_results(args.json, json.dumps(res, indent=1) + "\n")
     print(f"{'m':>5} {'5m':>6} {'fast s':>8} {'ref s':>8} {'gram s':>8} {'eigh s':>8} "
           f"{'chol s':>8} {'peak MiB':>9} {'gram MiB':>9}")
     for i, m in enumerate(res["m"]):

@@ -31,9 +31,10 @@ import time
 
 import numpy as np
 
-from .. import _files, baselines, data, fast, losses, resources
-from .._argtypes import path
-from .._memory import peak_bytes
+from .. import baselines, data, fast, losses, resources
+from ..boundary.argtypes import path
+from ..fast.memory import peak_bytes
+from ..files import atomic
 from .continual import LR, OLD, SECOND_STEPS, SEED, accuracy, first_task, one_hot
 
 #: The memory sizes of the ladder (rows; 5 constraints each), those the exact route runs, and
@@ -166,7 +167,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.json is not None:
         try:
-            _files.check_target("--json", args.json)
+            atomic.check_target("--json", args.json)
         except (OSError, TypeError) as exc:
             parser.error(str(exc))
 
@@ -178,7 +179,7 @@ def main(argv=None):
                       "processor": platform.machine(), "cpus": os.cpu_count(),
                       "load": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
                       "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS")}
-    failed = args.json and _files.write_results(args.json, json.dumps(res, indent=1) + "\n")
+    failed = args.json and atomic.write_results(args.json, json.dumps(res, indent=1) + "\n")
     print(f"{'route':10} {'rows':>6} {'constr.':>7} {'ms/step':>9} {'peak MiB':>9} "
           f"{'drift mem':>10} {'drift test':>10} {'old':>5} {'new':>5}")
     for r in res["rows"]:

@@ -1,4 +1,4 @@
-"""The deck's slides (``mlp_ref.slides``): one 16:9 Figure per slide, large type for the back of a
+"""The deck's slides (``mlp_ref.classroom.deck``): one 16:9 Figure per slide, large type for the back of a
 room: a title, a few lines of text, a figure of the package (drawn by its own plot function,
 placed as an image) and a formula in mathtext (no LaTeX)."""
 from __future__ import annotations

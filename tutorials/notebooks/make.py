@@ -400,14 +400,15 @@ div.math { margin: .6rem 2rem; }"""
 
 def html(nb, title):
     """The executed notebook ``nb`` as one self-contained HTML page: its markdown rendered
-    (markdown-it, which jupytext installs), its math as Unicode text (``mlp_ref.tutorial``'s
+    (markdown-it, which jupytext installs), its math as Unicode text (``mlp_ref.classroom.tutorial``'s
     ``latex_text``: K₁₂ = J₁ J₂ᵀ), code and printed output as preformatted text, figures as
     embedded PNGs. No script and nothing fetched: Jupyter's own export renders math with
     MathJax from the web, and shows the ``$...$`` source offline; this page shows the math."""
     import html as escape
+
     from markdown_it import MarkdownIt
 
-    from mlp_ref.tutorial import latex_text
+    from mlp_ref.classroom.tutorial import latex_text
 
     md = MarkdownIt("commonmark").enable("table")
 

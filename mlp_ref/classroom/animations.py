@@ -2,7 +2,7 @@
 from run to run (no time stamp in a GIF; the same measurement drawn the same way).
 
 Each entry of ``ANIMATIONS`` maps a file name to the measurement it moves and its drawing in
-``plots.animate``, which draws the first frame with the figures' own plot functions:
+``plots.motion``, which draws the first frame with the figures' own plot functions:
 
     backprop.gif          backprop of G = [0, -1] on the seed network, stage by stage: out1's zero
                           column travels down the output layer, then the shared layer lights up
@@ -12,7 +12,7 @@ Each entry of ``ANIMATIONS`` maps a file name to the measurement it moves and it
     continual_steps.gif   the continual-learning run step by step: old and new accuracy per fix
                           (tutorial 08)
 
-The measurements are those of ``mlp_ref.figures`` (computed once per process), so an animation
+The measurements are those of ``mlp_ref.classroom.figures`` (computed once per process), so an animation
 shows the very numbers its figure shows. matplotlib is imported only when one is drawn.
 """
 from __future__ import annotations
@@ -22,9 +22,10 @@ import time
 
 import numpy as np
 
-from . import _files, figures
-from .measurements import motion
-from .setups import OUT1
+from ..files import atomic
+from ..measurements import motion
+from ..setups import OUT1
+from . import figures
 
 #: The frame rate's pieces: the time each frame is shown, and how long the last one stays
 #: before the loop starts again (milliseconds).
@@ -58,7 +59,7 @@ def stage_captions(result):
 
 def backprop():
     """(fig, update, n_frames) of backprop.gif: the seed network's stages (``figures.seed_stages``)."""
-    from .plots import animate as drawing
+    from ..plots import motion as drawing
     result = figures.seed_stages()
     fig, update, n, _ = drawing.backprop_stages_frames(
         result, stage_captions(result), "Backprop of G = [0, \u22121] on the seed network",
@@ -68,14 +69,14 @@ def backprop():
 
 def projection_step():
     """(fig, update, n_frames) of projection_step.gif (``figures.geometry``)."""
-    from .plots import animate as drawing
+    from ..plots import motion as drawing
     geometry = figures.geometry()
     return drawing.projection_step_frames(geometry, motion.projection_step_frames(geometry))
 
 
 def continual_steps():
     """(fig, update, n_frames) of continual_steps.gif (``figures.continual_run``)."""
-    from .plots import animate as drawing
+    from ..plots import motion as drawing
     return drawing.continual_steps_frames(figures.continual_run())
 
 
@@ -86,7 +87,7 @@ ANIMATIONS = {"backprop.gif": backprop, "projection_step.gif": projection_step,
 
 def gif(name):
     """The bytes of animation ``name`` (a key of ANIMATIONS) and its frame count."""
-    from .plots import animate as drawing
+    from ..plots import motion as drawing
     fig, update, n = ANIMATIONS[name]()
     durations = [FRAME_MS[name]] * (n - 1) + [HOLD_MS]
     return drawing.gif_bytes(fig, update, n, durations, DPI), n
@@ -94,19 +95,19 @@ def gif(name):
 
 def write_all(out="figures", names=None, log=print):
     """Write every animation (or those in ``names``) into the folder ``out``; return the paths.
-    Each file is written whole or not at all (``_files.write_atomically``)."""
+    Each file is written whole or not at all (``atomic.write_atomically``)."""
     names = list(ANIMATIONS) if names is None else list(names)
     unknown = [n for n in names if n not in ANIMATIONS]
     if unknown:
         raise ValueError(f"names: unknown animations {unknown}; known: {list(ANIMATIONS)}")
     if os.path.isfile(out):
-        raise _files.refused(NotADirectoryError, "out", f"{out!r} is a file, not a folder")
-    _files.make_folder("out", out)
+        raise atomic.refused(NotADirectoryError, "out", f"{out!r} is a file, not a folder")
+    atomic.make_folder("out", out)
     paths = []
     for i, name in enumerate(names, 1):
         t0 = time.perf_counter()
         data, n = gif(name)
-        path = _files.write_atomically("out", os.path.join(out, name), lambda f: f.write(data))
+        path = atomic.write_atomically("out", os.path.join(out, name), lambda f: f.write(data))
         paths.append(path)
         log(f"[{i}/{len(names)}] {path}  ({n} frames, {len(data) // 1024} KiB, "
             f"{time.perf_counter() - t0:.1f} s)")

@@ -40,15 +40,16 @@ import weakref
 
 import numpy as np
 
-from . import _checks, _diagnosis, _model_checks, fixes, jacobian, pseudoinverse
-from .pseudoinverse import default_rcond
-from ._checks import all_or_nothing, check_inputs, check_keep, check_lr, check_rcond, check_writable
-from ._diagnosis import finite_gram, step_overflow
-from .network import MLP
+from .. import fixes, jacobian, pseudoinverse
+from ..boundary import checks, diagnosis, model_checks
+from ..boundary.checks import all_or_nothing, check_inputs, check_keep, check_lr, check_rcond, check_writable
+from ..boundary.diagnosis import finite_gram, step_overflow
+from ..network import MLP
+from ..pseudoinverse import default_rcond
 
 
 # -- the gradient ---------------------------------------------------------------------------
-@_checks.overflow_is_reported
+@checks.overflow_is_reported
 def forward_arrays(net, X):
     """The forward record (z, a) as two dicts l -> array: ``net.forward(X)``, with z_l = a @ W_l
     and then z_l += b_l in place (the reference's a @ W + b allocates the product and then the
@@ -116,7 +117,7 @@ def gradient(net, X, G):
         return fixes.naive(net, X, G)                 # composed models: the reference
     z, a = forward_arrays(net, X)
     n, K = a[net.depth].shape
-    G = _checks.rows_or_vector("G", G, net.dtype, n, K)
+    G = checks.rows_or_vector("G", G, net.dtype, n, K)
     with np.errstate(over="ignore", invalid="ignore"):    # an overflow is reported below
         grads = backprop(net, z, a, G[None])[0]
     if not all_finite(grads):
@@ -161,8 +162,8 @@ def step(net, D, lr):
     values, which are finite only if D is (its own check runs only on failure, for the
     message), by ``all_finite``: two reductions an array, no array of booleans.
     """
-    lr = check_lr(lr, _model_checks.check_net(net).dtype)
-    checked = _checks.param_dict("D", D, net.param_shapes, net.dtype, finite=False)
+    lr = check_lr(lr, model_checks.check_net(net).dtype)
+    checked = checks.param_dict("D", D, net.param_shapes, net.dtype, finite=False)
     check_writable(net)
     new = _buffers(net)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -171,7 +172,7 @@ def step(net, D, lr):
             np.subtract(net.params[key], new[key], out=new[key])
     if not all_finite(new):
         broken = [key for key in new if not all_finite({key: new[key]})]
-        checked = _checks.param_dict("D", D, net.param_shapes, net.dtype)   # NaN/inf in D: say so
+        checked = checks.param_dict("D", D, net.param_shapes, net.dtype)   # NaN/inf in D: say so
         raise step_overflow(net, broken, lr, checked)
     for key, v in new.items():
         np.copyto(net.params[key], v)
@@ -257,8 +258,8 @@ class Jacobian:
         return out.reshape(-1)
 
     def magnitude(self, D):
-        """|J| |D|: the reference's formula (``_diagnosis.magnitude``)."""
-        return _diagnosis.magnitude(self, D)
+        """|J| |D|: the reference's formula (``diagnosis.magnitude``)."""
+        return diagnosis.magnitude(self, D)
 
     def matvec_gradient(self, dz):
         """J g for the gradient g on the same rows whose per-sample signals are ``dz`` (l -> (n, n_l)).
@@ -702,9 +703,9 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     """``fixes.nullspace``: D - J^T (J J^T)^+ J D, to roundoff the same."""
     if not isinstance(net, MLP):
         return fixes.nullspace(net, D, keep_X, keep, rcond, refine)
-    D = _checks.param_dict("D", D, net.param_shapes, net.dtype)
+    D = checks.param_dict("D", D, net.param_shapes, net.dtype)
     keep_X = check_inputs(net, keep_X, "keep_X")
-    rcond, refine = check_rcond(rcond), _model_checks.check_refine(refine)
+    rcond, refine = check_rcond(rcond), model_checks.check_refine(refine)
     keep = check_keep(keep, net.sizes[-1])
     with np.errstate(over="ignore", invalid="ignore"):    # an overflow is handed on below
         J = Jacobian.from_record(net, *forward_arrays(net, keep_X), keep)
@@ -715,7 +716,7 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
         D = project_out(J, solve, D, refine)
     if not all_finite(D):         # our products overflowed: the reference's answer, or its message
         return fixes.nullspace(net, given, keep_X, keep, rcond, refine)
-    _diagnosis.warn_if_not_held(J, gram, solve, given, D, refine)
+    diagnosis.warn_if_not_held(J, gram, solve, given, D, refine)
     return D
 
 
@@ -746,7 +747,7 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     """
     if not isinstance(net, MLP):
         return fixes.project(net, X, G, keep, keep_X, rcond, refine)
-    X, G = _model_checks.check_XG(net, X, G)
+    X, G = model_checks.check_XG(net, X, G)
     if keep_X is not None:
         keep_X = check_inputs(net, keep_X, "keep_X")
         if not np.array_equal(keep_X, X):
@@ -756,7 +757,7 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
                 if getattr(exc, "argument", None) != "D":
                     raise
                 return fixes.project(net, X, G, keep, keep_X, rcond, refine)
-    rcond, refine = check_rcond(rcond), _model_checks.check_refine(refine)
+    rcond, refine = check_rcond(rcond), model_checks.check_refine(refine)
     keep = check_keep(keep, net.sizes[-1])
     with np.errstate(over="ignore", invalid="ignore"):    # an overflow is handed on at the end
         return _project_on_the_batch(net, X, G, keep, rcond, refine)
@@ -779,7 +780,7 @@ def _project_on_the_batch(net, X, G, keep, rcond, refine):
     alpha = solve.refined(J.matvec_gradient(dz), 0 if ill else refine)
     J.drop_input_kernels()        # not needed again: freed before D, the largest array, is made
     # where the accuracy is not assured, D's is measured, against g (made only then)
-    g = J.from_signals(dict(dz)) if _diagnosis.held_unassured(solve, len(alpha), net.dtype, refine) else None
+    g = J.from_signals(dict(dz)) if diagnosis.held_unassured(solve, len(alpha), net.dtype, refine) else None
     E = {l: dz[l] - weighted for l, weighted in J.weighted_signals(alpha)}   # dz_l - sum_j alpha_j S_l,j
     del dz
     if ill:
@@ -791,7 +792,7 @@ def _project_on_the_batch(net, X, G, keep, rcond, refine):
     if not all_finite(D):         # G's signals overflowed: the reference says so, as for gradient
         return fixes.project(net, X, G, keep, None, rcond, refine)
     if g is not None:
-        _diagnosis.warn_if_not_held(J, gram, solve, g, D, refine)
+        diagnosis.warn_if_not_held(J, gram, solve, g, D, refine)
     return D
 
 
@@ -802,16 +803,16 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     (the reference's forward pass, the residual's, the Gram's, the step's), naming ref or net."""
     if not isinstance(net, MLP):
         return fixes.restore(net, keep_X, ref, keep, tol, max_iter, rcond)
-    keep_X, keep, ref, tol, max_iter, rcond = _model_checks.check_restore(net, keep_X, ref, keep, tol,
+    keep_X, keep, ref, tol, max_iter, rcond = model_checks.check_restore(net, keep_X, ref, keep, tol,
                                                                           max_iter, rcond)
-    tol, note = _diagnosis.restore_tolerance(tol, ref)
+    tol, note = diagnosis.restore_tolerance(tol, ref)
     history, solve = [], None
     with all_or_nothing(net), np.errstate(over="ignore", invalid="ignore"):
         for it in range(max_iter + 1):
-            with _diagnosis.blamed_on_ref(history):
+            with diagnosis.blamed_on_ref(history):
                 z, a = forward_arrays(net, keep_X)
                 r = (a[net.depth][:, keep] - ref).reshape(-1)
-            history.append(_diagnosis.largest_residual(r, ref))
+            history.append(diagnosis.largest_residual(r, ref))
             if history[-1] <= tol or it == max_iter:
                 break
             J = Jacobian.from_record(net, z, a, keep)
@@ -822,5 +823,5 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
             # residual of 1e200 would overflow them, and the loop stall. Scaling by 2^k is exact:
             # the same bits, unless the unscaled solve would underflow (then more accurate ones)
             scale = np.ldexp(r.dtype.type(1), int(np.frexp(history[-1])[1]) - 1)
-            _diagnosis.restoring_step(net, J.rmatvec(solve(r / scale) * scale), history[-1], step)
-    return _diagnosis.restore_report(history, tol, note, solve, r.size)
+            diagnosis.restoring_step(net, J.rmatvec(solve(r / scale) * scale), history[-1], step)
+    return diagnosis.restore_report(history, tol, note, solve, r.size)

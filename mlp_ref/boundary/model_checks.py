@@ -1,7 +1,7 @@
 """The argument checks that know what a model of this package is (``network.Model``).
 
-The rest of the boundary beside ``_checks``, which cannot hold these: ``network`` imports
-``_checks``, and these read ``network``. Every refusal is a ``BadValue`` or ``BadType`` whose
+The rest of the boundary beside ``checks``, which cannot hold these: ``network`` imports
+``checks``, and these read ``network``. Every refusal is a ``BadValue`` or ``BadType`` whose
 message starts with the argument's name and whose ``argument`` attribute is that name.
 """
 from __future__ import annotations
@@ -10,30 +10,30 @@ import reprlib
 
 import numpy as np
 
-from . import _checks
-from ._checks import BadType, BadValue, check_inputs, check_keep, check_rcond
-from .network import MLP, Model
+from ..network import MLP, Model
+from . import checks
+from .checks import BadType, BadValue, check_inputs, check_keep, check_rcond
 
 
 def check_net(net):
     """``net`` if it is a model of this package, else TypeError starting 'net:'."""
     if not isinstance(net, Model):
         raise BadType(f"net: expected a model of mlp_ref (MLP, SplitHeads, TwoTower), "
-                      f"got {_checks.describe(net)}", argument="net")
+                      f"got {checks.describe(net)}", argument="net")
     return net
 
 
 def check_mlp(net, hint=""):
     """``net`` if it is an MLP, else TypeError starting 'net:' (``hint``: where other models go)."""
     if not isinstance(net, MLP):
-        raise BadType(f"net: expected an MLP{hint}, got {_checks.describe(net)}", argument="net")
+        raise BadType(f"net: expected an MLP{hint}, got {checks.describe(net)}", argument="net")
     return net
 
 
 def check_XG(net, X, G):
     """(X, G) checked: X (n, d) and G (n, K) or (K,)."""
     X = check_inputs(check_net(net), X)
-    G = _checks.rows_or_vector("G", G, net.dtype, X.shape[0], net.sizes[-1])
+    G = checks.rows_or_vector("G", G, net.dtype, X.shape[0], net.sizes[-1])
     return X, G
 
 
@@ -45,14 +45,14 @@ def check_rule(net, X, G, keep_X):
 
 def check_nullspace(net, D, keep_X, rcond, refine):
     """(D, keep_X, rcond, refine) of ``fixes.nullspace``: D a finite dict like net.params."""
-    D = _checks.param_dict("D", D, check_net(net).param_shapes, net.dtype)
+    D = checks.param_dict("D", D, check_net(net).param_shapes, net.dtype)
     return D, check_inputs(net, keep_X, "keep_X"), check_rcond(rcond), check_refine(refine)
 
 
 def check_penalty(net, X, G, keep, lam):
     """(X, G, keep, lam) of ``fixes.penalty``: lam >= 0, representable in the network's dtype."""
     X, G = check_XG(net, X, G)
-    return X, G, check_keep(keep, net.sizes[-1]), _checks.check_weight("lam", lam, net.dtype)
+    return X, G, check_keep(keep, net.sizes[-1]), checks.check_weight("lam", lam, net.dtype)
 
 
 #: Each refinement pass multiplies the error by about eps * cond(J J^T): a few reach roundoff
@@ -62,7 +62,7 @@ MAX_REFINE = 100
 
 def check_refine(refine):
     """A whole number of refinement passes, 0 .. MAX_REFINE (None: the default, 1)."""
-    refine = 1 if refine is None else _checks.whole_number("refine", refine, minimum=0)
+    refine = 1 if refine is None else checks.whole_number("refine", refine, minimum=0)
     if refine > MAX_REFINE:
         raise BadValue(f"refine: expected at most {MAX_REFINE} passes (each multiplies the error "
                        f"by about eps * cond(J J^T): a few reach roundoff), got {refine}", argument="refine")
@@ -75,7 +75,7 @@ def check_trainable(net, trainable):
         trainable = [trainable]
     if not hasattr(trainable, "__iter__"):
         raise BadType(f"trainable: expected a list of parameter names from {list(net.params)}, "
-                      f"got {_checks.describe(trainable)}", argument="trainable")
+                      f"got {checks.describe(trainable)}", argument="trainable")
     trainable = list(trainable)
     if not all(isinstance(k, str) for k in trainable):
         raise BadType(f"trainable: expected parameter names (strings) from {list(net.params)}, "
@@ -89,7 +89,7 @@ def check_trainable(net, trainable):
 
 def check_ref(ref, n, keep, dtype):
     """ref as (n, q): accepts (n,) when a single output is kept."""
-    ref = _checks.as_array("ref", ref, dtype)
+    ref = checks.as_array("ref", ref, dtype)
     if ref.shape == (n,) and len(keep) == 1:
         ref = ref[:, None]
     if ref.shape != (n, len(keep)):
@@ -104,8 +104,8 @@ def check_restore(net, keep_X, ref, keep, tol, max_iter, rcond):
     keep_X = check_inputs(check_net(net), keep_X, "keep_X")
     keep = check_keep(keep, net.sizes[-1])
     ref = check_ref(ref, keep_X.shape[0], keep, net.dtype)
-    tol = _checks.real("tol", tol, low=0.0, low_inclusive=False)
-    max_iter = _checks.whole_number("max_iter", max_iter)
+    tol = checks.real("tol", tol, low=0.0, low_inclusive=False)
+    max_iter = checks.whole_number("max_iter", max_iter)
     return keep_X, keep, ref, tol, max_iter, check_rcond(rcond)
 
 
@@ -113,7 +113,7 @@ def check_restore(net, keep_X, ref, keep, tol, max_iter, rcond):
 def check_memory(net, keep_X, keep_G):
     """(keep_X, keep_G) of a memory: keep_X (m, d), keep_G (m, K) or (K,)."""
     keep_X = check_inputs(check_net(net), keep_X, "keep_X")
-    keep_G = _checks.rows_or_vector("keep_G", keep_G, net.dtype, keep_X.shape[0], net.sizes[-1])
+    keep_G = checks.rows_or_vector("keep_G", keep_G, net.dtype, keep_X.shape[0], net.sizes[-1])
     return keep_X, keep_G
 
 
@@ -126,12 +126,12 @@ def check_ewc(net, X, G, fisher, anchor, lam):
     """(X, G, fisher, anchor, lam) of ``baselines.ewc``: fisher and anchor dicts like params,
     every entry of fisher >= 0 (a diagonal Fisher), lam >= 0."""
     X, G = check_XG(net, X, G)
-    fisher = _checks.param_dict("fisher", fisher, net.param_shapes, net.dtype)
-    if any(_checks.count_negative(v) for v in fisher.values()):
+    fisher = checks.param_dict("fisher", fisher, net.param_shapes, net.dtype)
+    if any(checks.count_negative(v) for v in fisher.values()):
         raise BadValue("fisher: expected a diagonal Fisher, every entry >= 0, got a negative "
                        "entry", argument="fisher")
-    anchor = _checks.param_dict("anchor", anchor, net.param_shapes, net.dtype)
-    return X, G, fisher, anchor, _checks.real("lam", lam, low=0.0)
+    anchor = checks.param_dict("anchor", anchor, net.param_shapes, net.dtype)
+    return X, G, fisher, anchor, checks.real("lam", lam, low=0.0)
 
 
 def check_gpm_rule(threshold, cut):
@@ -141,12 +141,12 @@ def check_gpm_rule(threshold, cut):
         raise BadValue(f"cut: expected either threshold or cut, not both, got threshold = "
                        f"{threshold!r} and cut = {cut!r}", argument="cut")
     if cut is not None:
-        cut = _checks.real("cut", cut, low=0.0)
+        cut = checks.real("cut", cut, low=0.0)
         if cut >= 1.0:
             raise BadValue(f"cut: expected a fraction of the largest eigenvalue in [0, 1), got "
                            f"{cut}", argument="cut")
         return None, cut
-    threshold = 0.99 if threshold is None else _checks.real("threshold", threshold, low=0.0,
+    threshold = 0.99 if threshold is None else checks.real("threshold", threshold, low=0.0,
                                                              low_inclusive=False)
     if threshold > 1.0:
         raise BadValue(f"threshold: expected an energy fraction in (0, 1], got {threshold}",
@@ -161,7 +161,7 @@ def check_bases(net, bases, kind, name="previous", empty=True):
         return [[np.zeros((n + 1, 0), dtype=net.dtype) for n in piece.mlp.sizes[:-1]]
                 for piece in net.pieces()]
     if not isinstance(bases, kind):
-        raise BadType(f"{name}: expected the Bases of gpm_bases, got {_checks.describe(bases)}",
+        raise BadType(f"{name}: expected the Bases of gpm_bases, got {checks.describe(bases)}",
                       argument=name)
     want = [[n + 1 for n in piece.mlp.sizes[:-1]] for piece in net.pieces()]
     got = [[U.shape[0] for U in piece] for piece in bases.bases]
@@ -180,7 +180,7 @@ def memory_batches(net, keep_X):
         return
     if isinstance(keep_X, (str, bytes)) or not hasattr(keep_X, "__iter__"):
         raise BadType(f"keep_X: expected an array (m, {net.sizes[0]}) or an iterable of such "
-                      f"batches, got {_checks.describe(keep_X)}", argument="keep_X")
+                      f"batches, got {checks.describe(keep_X)}", argument="keep_X")
     count = 0
     for batch in keep_X:
         count += 1

@@ -8,14 +8,16 @@ import math
 import os
 import sys
 
-from . import _checks, _files, animate, bench, explore, grading, report, slides
-from ._argtypes import path, rows_list, sizes_list, whole
+from ..boundary import checks
+from ..boundary.argtypes import path, rows_list, sizes_list, whole
+from ..fast import bench
+from ..files import atomic
+from ..measurements import answer_replay, permuted, splitting, table
+from ..resources import PROJECTION_COST_PATH
+from ..setups import G_QUESTION, N_PROBE, seed_setup
+from . import animations, deck, explorable, grading, report
 from .figures import FIGURES, FORMATS, write_all
-from .measurements import answer_replay, permuted, splitting, table
-from .resources import PROJECTION_COST_PATH
-from .setups import G_QUESTION, N_PROBE, seed_setup
 from .tutorial import show_params, show_stages
-
 
 #: table --steps at most: 10,000 steps of every rule on both setups take about 3 minutes
 MAX_STEPS = 10_000
@@ -96,7 +98,7 @@ def cmd_figures(args):
                                        f"({exc.strerror or exc})", file=sys.stderr)
         # a write that failed (a full disk) is the machine's failure; a folder refused before
         # any figure is drawn is the command line's: a usage error
-        return 1 if isinstance(exc, _files.WriteError) else 2
+        return 1 if isinstance(exc, atomic.WriteError) else 2
     return 0
 
 
@@ -114,42 +116,42 @@ def positive_seconds(text):
 def cmd_animate(args):
     """Write the animations (GIFs) into --out (default: figures/)."""
     try:
-        animate.write_all(args.out)
+        animations.write_all(args.out)
     except OSError as exc:
         named = getattr(exc, "argument", None) == "out"
         print(f"--{exc}" if named else f"--out: cannot write animations into {args.out!r} "
                                        f"({exc.strerror or exc})", file=sys.stderr)
-        return 1 if isinstance(exc, _files.WriteError) else 2
+        return 1 if isinstance(exc, atomic.WriteError) else 2
     return 0
 
 
 def cmd_explore(args):
-    """The explorer: a window, or with --html a static page (see mlp_ref/explore.py)."""
+    """The explorer: a window, or with --html a static page (see mlp_ref/explorable.py)."""
     try:
-        return explore.main(args.html, log=lambda line: print(line, file=sys.stderr))
+        return explorable.main(args.html, log=lambda line: print(line, file=sys.stderr))
     except OSError as exc:
         print(f"--html: cannot write {args.html!r} ({exc.strerror or exc})", file=sys.stderr)
-        return 1 if isinstance(exc, _files.WriteError) else 2
+        return 1 if isinstance(exc, atomic.WriteError) else 2
 
 
 def cmd_slides(args):
-    """The deck for the 90-minute class, and its speaker notes (see mlp_ref/slides.py)."""
+    """The deck for the 90-minute class, and its speaker notes (see mlp_ref/deck.py)."""
     try:
-        pdf, notes = slides.write(args.out, log=lambda line: print(line, file=sys.stderr))
+        pdf, notes = deck.write(args.out, log=lambda line: print(line, file=sys.stderr))
     except OSError as exc:
         print(f"--out: cannot write {args.out!r} ({exc.strerror or exc})", file=sys.stderr)
-        return 1 if isinstance(exc, _files.WriteError) else 2
+        return 1 if isinstance(exc, atomic.WriteError) else 2
     print(f"wrote {pdf} and {notes}", file=sys.stderr)
     return 0
 
 
 def cmd_check(args):
-    """Grade exercises of tutorials/exercises, one file or a class (see mlp_ref/grading/)."""
+    """Grade exercises of tutorials/exercises, one file or a class (see mlp_ref/classroom/grading/)."""
     return grading.main(args.files, gradebook=args.gradebook, time_limit=args.time_limit)
 
 
 def cmd_bench(args):
-    """Time a training step, its matmuls, and each fix's cost (see mlp_ref/bench.py)."""
+    """Time a training step, its matmuls, and each fix's cost (see mlp_ref/fast/bench.py)."""
     return bench.main(args)
 
 
@@ -179,24 +181,24 @@ def check_bench_args(args):
 
     Returns None, or the message (starting with the option's name) of the first problem.
     """
-    memory = _checks.machine_memory()
+    memory = checks.machine_memory()
     # float64 bytes of the parameters, their gradient, direction and copies (4 P), the forward
     # and backward stages of a batch (4 batch x sum of widths) and a batch x batch Gram (2 x)
     P = sum((a + 1) * b for a, b in zip(args.sizes, args.sizes[1:]))
     need = 8 * (4 * P + 4 * args.batch * sum(args.sizes) + 2 * args.batch ** 2)
     if memory is not None and need > memory:
-        return (f"--sizes: widths {args.sizes} with --batch {args.batch} need about {_checks.gib(need)} "
-                f"({P} parameters), more than this machine's memory ({_checks.gib(memory)})")
+        return (f"--sizes: widths {args.sizes} with --batch {args.batch} need about {checks.gib(need)} "
+                f"({P} parameters), more than this machine's memory ({checks.gib(memory)})")
     if args.memory_rows:
         m = max(args.memory_rows)
         constraints = 5 * m                      # bench.MEMORY_KEEP: five outputs held per row
         need = 8 * 4 * constraints ** 2          # the Gram, its factor, its inverse, a product
         if memory is not None and need > memory:
             return (f"--memory-rows: m = {m} holds {constraints} constraints, whose Gram alone "
-                    f"needs about {_checks.gib(need)}, more than this machine's memory ({_checks.gib(memory)})")
+                    f"needs about {checks.gib(need)}, more than this machine's memory ({checks.gib(memory)})")
     if args.json is not None:
         try:
-            _files.check_target("--json", args.json)
+            atomic.check_target("--json", args.json)
         except (OSError, TypeError) as exc:
             return str(exc)
     return None
@@ -206,7 +208,7 @@ def cmd_continual_table(args):
     """The field's table: permuted digits, every method's R, ACC and BWT (measurements/permuted.py)."""
     if args.json is not None:
         try:                                      # before the run, not after a minute of it
-            _files.check_target("--json", args.json)
+            atomic.check_target("--json", args.json)
         except (OSError, TypeError) as exc:
             print(str(exc), file=sys.stderr)
             return 2
@@ -216,7 +218,7 @@ def cmd_continual_table(args):
 
     result = permuted.run(log=log)
     print(file=sys.stderr)
-    failed = args.json and _files.write_results(args.json, json.dumps(permuted.as_json(result), indent=1) + "\n")
+    failed = args.json and atomic.write_results(args.json, json.dumps(permuted.as_json(result), indent=1) + "\n")
     print(permuted.format_table(result))
     if failed:
         print(failed, file=sys.stderr)
@@ -280,8 +282,8 @@ def build_parser():
     p.add_argument("--html", metavar="FILE.html", type=path, default=None,
                    help="write a static page (precomputed states, no server) instead of a window")
     p = sub.add_parser("slides", help=COMMANDS["slides"][1])
-    p.add_argument("--out", metavar="FILE.pdf", type=path, default="mlp-ref-slides.pdf",
-                   help="the PDF (default: mlp-ref-slides.pdf); the notes go to FILE.notes.md")
+    p.add_argument("--out", metavar="FILE.pdf", type=path, default="mlp-ref-deck.pdf",
+                   help="the PDF (default: mlp-ref-deck.pdf); the notes go to FILE.notes.md")
     p = sub.add_parser("check", help=COMMANDS["check"][1])
     p.add_argument("files", type=path, nargs="+", metavar="file",
                    help="exercise files, or folders of them (a class's submissions)")

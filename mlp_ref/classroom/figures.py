@@ -7,7 +7,7 @@ figures drawn from it (``draws``). ``write_all`` prints one progress line per fi
 time. To add a figure: a function in a ``measurements`` module returning arrays, one in a
 ``plots`` module drawing them (named as the figure), and that name in the ``draws`` of the
 measurement here. ``plots`` is imported only when a figure is drawn, so that
-``import mlp_ref.figures`` stays free of matplotlib.
+``import mlp_ref.classroom.figures`` stays free of matplotlib.
 """
 from __future__ import annotations
 
@@ -17,10 +17,9 @@ import time
 
 import numpy
 
-from . import _files
-from .measurements import (continual, drift, optimizers, permuted, projection, projection_cost,
-                           question, scale)
-from .setups import G_QUESTION, LR, seed_setup
+from ..files import atomic
+from ..measurements import continual, drift, optimizers, permuted, projection, projection_cost, question, scale
+from ..setups import G_QUESTION, LR, seed_setup
 
 #: The number of steps of trajectories.png and pareto.png (every rule of the question table).
 STEPS = 200
@@ -215,11 +214,11 @@ def write_all(out="figures", names=None, log=print, fmt="png"):
     """Draw every figure (or those in ``names``) into the folder ``out`` as ``fmt`` files
     (png, svg or pdf; a name's .png becomes .svg or .pdf); return the paths.
 
-    Each file is written whole or not at all (``_files.write_atomically``): an interrupted run
+    Each file is written whole or not at all (``atomic.write_atomically``): an interrupted run
     leaves the figures it had not finished as they were. A disk that fills up raises
-    ``_files.WriteError`` (an OSError) naming ``out`` and the file it could not write.
+    ``atomic.WriteError`` (an OSError) naming ``out`` and the file it could not write.
     """
-    from . import plots                     # matplotlib: only when a figure is drawn
+    from .. import plots  # matplotlib: only when a figure is drawn
 
     if fmt not in FORMATS:
         raise ValueError(f"fmt: expected one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -228,9 +227,9 @@ def write_all(out="figures", names=None, log=print, fmt="png"):
     if unknown:
         raise ValueError(f"names: unknown figures {unknown}; known: {list(FIGURES)}")
     if os.path.isfile(out):
-        raise _files.refused(NotADirectoryError, "out", f"{out!r} is a file, not a folder")
-    _files.make_folder("out", out)
-    _files.check_target("out", os.path.join(out, "figure." + fmt))
+        raise atomic.refused(NotADirectoryError, "out", f"{out!r} is a file, not a folder")
+    atomic.make_folder("out", out)
+    atomic.check_target("out", os.path.join(out, "figure." + fmt))
     import matplotlib
 
     # svg.hashsalt: the SVG's element ids come from a fixed salt, not a random one
@@ -240,7 +239,7 @@ def write_all(out="figures", names=None, log=print, fmt="png"):
             t0 = time.perf_counter()
             fig = FIGURES[name](plots)
             path = os.path.join(out, os.path.splitext(name)[0] + "." + fmt)
-            _files.write_atomically("out", path,
+            atomic.write_atomically("out", path,
                                     lambda f: fig.savefig(f, format=fmt, metadata=meta))
             paths.append(path)
             # a title or label past the edge: say so (measured on the PNG, the figures' own

@@ -5,8 +5,8 @@ import textwrap
 
 import numpy as np
 
-from .measurements.rules import RULES
-from .setups import OUTPUT_INDICES
+from ..measurements.rules import RULES
+from ..setups import OUTPUT_INDICES
 
 
 def _rule_cell(row):

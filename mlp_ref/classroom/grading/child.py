@@ -1,4 +1,4 @@
-"""The child process that runs one submission: ``python -m mlp_ref.grading.child IN OUT``.
+"""The child process that runs one submission: ``python -m mlp_ref.classroom.grading.child IN OUT``.
 
 The grader (``runner``) starts it in a folder of its own, in a session of its own (so that the
 teacher's Ctrl-C reaches the grader alone), and talks to it over two pipes (file descriptors IN
@@ -114,12 +114,12 @@ def install_tripwires(allowed):
             allowed |= {f"{_short(c.__module__)}.{c.__qualname__}" for c in obj.__mro__}
     wrapped, done = {}, set()
     modules = [m for n, m in list(sys.modules.items())
-               if (n == "mlp_ref" or n.startswith("mlp_ref.")) and not n.startswith("mlp_ref.grading")
+               if (n == "mlp_ref" or n.startswith("mlp_ref.")) and not n.startswith("mlp_ref.classroom.grading")
                and isinstance(m, types.ModuleType)]
     for module in modules:
         for attr, obj in list(vars(module).items()):
             owner = getattr(obj, "__module__", None) or ""
-            if attr.startswith("_") or not owner.startswith("mlp_ref") or owner.startswith("mlp_ref.grading"):
+            if attr.startswith("_") or not owner.startswith("mlp_ref") or owner.startswith("mlp_ref.classroom.grading"):
                 continue
             key = f"{_short(owner)}.{getattr(obj, '__qualname__', attr)}"
             if isinstance(obj, types.FunctionType) and key not in allowed:

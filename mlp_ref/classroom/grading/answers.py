@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import data, fixes, jacobian, losses
-from ..gradcheck import numerical_gradient, rel_error_map
-from ..network import MLP
-from ..optim import Adam
-from ..setups import G_QUESTION, seed_setup, visible_setup
+from ... import data, fixes, jacobian, losses
+from ...gradcheck import numerical_gradient, rel_error_map
+from ...network import MLP
+from ...optim import Adam
+from ...setups import G_QUESTION, seed_setup, visible_setup
 from .wire import Other
 
 #: The relative error (CS231n's) under which an array counts as right: the project's own

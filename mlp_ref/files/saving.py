@@ -11,8 +11,10 @@ import stat
 
 import numpy as np
 
-from . import _checks, _files, activations
-from ._checks import DTYPES, BadType, BadValue, check_sizes
+from .. import activations
+from ..boundary import checks
+from ..boundary.checks import DTYPES, BadType, BadValue, check_sizes
+from . import atomic
 
 FILE_FORMAT = "mlp-ref MLP 1"          # what MLP.save writes; bump it if the file layout changes
 ARCHITECTURE_KEYS = ("format", "sizes", "activations", "dtype", "init_std", "seed")
@@ -31,7 +33,7 @@ def save(net, path):
         seed          str: the seed's digits, or "None" (a str holds any Python int)
         W1, b1, ...   the parameters, in the network's dtype: bit-exact round trip
 
-    Atomic (``_files.write_atomically``): ``path`` holds the old file or the new one, never a
+    Atomic (``atomic.write_atomically``): ``path`` holds the old file or the new one, never a
     torn one, and no temporary file stays behind on any exit Python sees.
 
     A disk that is full (or a quota, an I/O error) raises an OSError whose errno is the
@@ -44,8 +46,8 @@ def save(net, path):
                if not hasattr(net, name)]
     if missing:                # network imports this module: an MLP is told by what it holds
         raise BadType(f"net: expected an MLP (SplitHeads: save net.to_mlp()), got "
-                      f"{_checks.describe(net)}, which has no {', '.join(missing)}", argument="net")
-    path = _files.check_target("path", path)
+                      f"{checks.describe(net)}, which has no {', '.join(missing)}", argument="net")
+    path = atomic.check_target("path", path)
     shapes = _expected_shapes(net.sizes)
     for key in shapes:
         _check_param(f"params[{key!r}]", net.params.get(key), shapes[key], net.dtype)
@@ -53,7 +55,7 @@ def save(net, path):
               "activations": np.array(net.activations), "dtype": np.array(net.dtype.name),
               "init_std": np.array(net.init_std, dtype=np.float64),
               "seed": np.array(str(net.seed)), **{k: net.params[k] for k in shapes}}
-    _files.write_atomically("path", path, lambda f: np.savez(f, **arrays))
+    atomic.write_atomically("path", path, lambda f: np.savez(f, **arrays))
 
 
 def load(cls, path):
@@ -61,7 +63,7 @@ def load(cls, path):
 
     A damaged, truncated or foreign file raises ValueError naming the path and the key.
     """
-    path = _checks.path("path", path)
+    path = checks.path("path", path)
     arrays = _read_npz(path)
 
     def fail(key, what):
@@ -99,7 +101,7 @@ def load(cls, path):
     try:
         net = cls(sizes, hidden=acts[:-1], output=acts[-1], init_std=arch["init_std"],
                   seed=arch["seed"], dtype=arch["dtype"])
-    except _checks.ArgumentError as exc:      # a value its reader took that the network refuses
+    except checks.ArgumentError as exc:      # a value its reader took that the network refuses
         name, what = exc.argument, str(exc).removeprefix(f"{exc.argument}: ")
         raise fail(name, what) if name in ARCHITECTURE_KEYS else fail("sizes", str(exc)) from None
     # np.array: our own writeable copy, whatever buffer np.load handed out
@@ -118,19 +120,19 @@ def _expected_shapes(sizes):
 def _check_param(name, arr, shape, dtype, why=""):
     """A parameter exactly as a network holds it: ndarray of that shape and dtype, finite."""
     if not isinstance(arr, np.ndarray):
-        raise BadType(f"{name}: expected an array of shape {shape}, got {_checks.describe(arr)}", argument=name)
+        raise BadType(f"{name}: expected an array of shape {shape}, got {checks.describe(arr)}", argument=name)
     if arr.shape != shape:
         raise BadValue(f"{name}: expected shape {shape}{why}, got shape {arr.shape}", argument=name)
     if arr.dtype != dtype:
         raise BadValue(f"{name}: expected dtype {np.dtype(dtype).name}{why}, got {arr.dtype}", argument=name)
     if not np.isfinite(arr).all():
-        raise BadValue(f"{name}: expected finite values, got {_checks.count_nonfinite(arr)}", argument=name)
+        raise BadValue(f"{name}: expected finite values, got {checks.count_nonfinite(arr)}", argument=name)
 
 
 def _text(arr):
     """The str held by a 0-d string array (ValueError for anything else)."""
     if not (isinstance(arr, np.ndarray) and arr.ndim == 0 and arr.dtype.kind == "U"):
-        raise ValueError(f"expected a single string, got {_checks.describe(arr)}")
+        raise ValueError(f"expected a single string, got {checks.describe(arr)}")
     return str(arr[()])
 
 
@@ -143,13 +145,13 @@ def _read_format(arr):
 
 def _read_sizes(arr):
     if not (arr.ndim == 1 and arr.dtype.kind in "iu"):
-        raise ValueError(f"expected a 1-D array of whole numbers, got {_checks.describe(arr)}")
+        raise ValueError(f"expected a 1-D array of whole numbers, got {checks.describe(arr)}")
     return check_sizes(arr.tolist())
 
 
 def _read_activations(arr):
     if not (arr.ndim == 1 and arr.dtype.kind == "U" and arr.size >= 1):
-        raise ValueError(f"expected a 1-D array of activation names, got {_checks.describe(arr)}")
+        raise ValueError(f"expected a 1-D array of activation names, got {checks.describe(arr)}")
     # by name, through the same table as the constructor: an unknown name lists the known ones
     return [activations.get(str(name), f"activations[{i}]").name for i, name in enumerate(arr)]
 
@@ -163,8 +165,8 @@ def _read_dtype(arr):
 
 def _read_init_std(arr):
     if not (arr.ndim == 0 and arr.dtype == np.float64):
-        raise ValueError(f"expected a single float64, got {_checks.describe(arr)}")
-    return _checks.real("init_std", float(arr), low=0.0)
+        raise ValueError(f"expected a single float64, got {checks.describe(arr)}")
+    return checks.real("init_std", float(arr), low=0.0)
 
 
 def _read_seed(arr):

@@ -1,4 +1,4 @@
-"""The explorer's panels (``mlp_ref.explore``: the live window and the static page draw the same):
+"""The explorer's panels (``mlp_ref.classroom.explorable``: the live window and the static page draw the same):
 one state of ``measurements.explorer`` as out2's and out1's change on every sample, out1's drift
 against lr with the current point marked, and the network with the weights the steps moved
 (``plots.network_fixes``, one panel)."""
@@ -10,7 +10,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.widgets import RadioButtons, Slider
-from PIL import Image                    # matplotlib's own dependency
+from PIL import Image  # matplotlib's own dependency
 
 from .axes import ZERO_FLOOR, at_floor, roundoff_band
 from .question import network_fixes
@@ -126,7 +126,7 @@ class Explorer:
     buttons for the setup and the fix, sliders for log10 lr, the number of steps and log10 lam.
 
     measure : ``measure(setup, fix, lr, steps, lam) -> (state, curve)``, called on every change
-              (``mlp_ref.explore.live_measure``: this module computes nothing)
+              (``mlp_ref.classroom.explorable.live_measure``: this module computes nothing)
     ranges  : {"lr": (lo, hi) of log10 lr, "steps": (lo, hi), "lam": (lo, hi) of log10 lam}
     start   : {"lr", "steps", "lam"}: the values shown first
     fig     : a Figure to draw on, or None for a new pyplot figure (a window, or a widget in

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..network import MLP
+from ...network import MLP
 
 #: The largest frame the grader reads (bytes): answers are small arrays; a child that sends
 #: more is refused before its bytes are held in memory.

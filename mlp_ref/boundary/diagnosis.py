@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _checks
-from ._checks import BadValue
+from . import checks
+from .checks import BadValue
 
 
 def step_overflow(net, broken, lr, D):
     """The error for a step whose new values would not be finite (D itself is finite): the
     parameters that already were not, or else lr."""
-    already = [f"{k} ({_checks.count_nonfinite(net.params[k])})" for k in broken
-               if not _checks.finite(net.params[k])]
+    already = [f"{k} ({checks.count_nonfinite(net.params[k])})" for k in broken
+               if not checks.finite(net.params[k])]
     if already:
         return BadValue(f"net: parameter{'s' if len(already) > 1 else ''} {', '.join(already)} "
                         f"already hold{'' if len(already) > 1 else 's'} NaN/inf, whatever the step; "
@@ -40,8 +40,8 @@ def step_overflow(net, broken, lr, D):
 def forward_overflow(net, record):
     """The error for a non-finite output, naming what is to blame: the parameter that holds
     NaN/inf, X when it is the large factor of z1, else the stage that overflowed."""
-    broken = [f"{k} ({_checks.count_nonfinite(v)})" for k, v in net.params.items()
-              if not _checks.finite(v)]
+    broken = [f"{k} ({checks.count_nonfinite(v)})" for k, v in net.params.items()
+              if not checks.finite(v)]
     if broken:
         which = "parameter" if len(broken) == 1 else "parameters"
         return BadValue(f"forward: output is not finite because {which} {', '.join(broken)} "
@@ -49,7 +49,7 @@ def forward_overflow(net, record):
                         f"typically an update with too large a learning rate, or a value set by hand. "
                         f"Rebuild or reload the network (net.copy() before a risky step keeps a good one)",
                         argument="forward")
-    stage = next(k for k, v in record.stages.items() if not _checks.finite(v))
+    stage = next(k for k, v in record.stages.items() if not checks.finite(v))
     l = int(stage[1:])
     big_X, big_W = float(np.abs(record.X).max()), float(np.abs(net.params["W1"]).max())
     if stage == "z1" and big_X > big_W:      # the input, not the weights, is what is huge
@@ -69,7 +69,7 @@ def forward_from_overflow(net, layer, a_prev):
     """The error for a non-finite output of ``forward_from``: a parameter it reads that
     holds NaN/inf, else a_prev or the weights, whichever is the larger factor."""
     used = [f"{kind}{l}" for l in range(layer, net.depth + 1) for kind in "Wb"]
-    broken = [k for k in used if not _checks.finite(net.params[k])]
+    broken = [k for k in used if not checks.finite(net.params[k])]
     if broken:
         return BadValue(f"forward_from: the output is not finite because {', '.join(broken)} "
                         f"{'holds' if len(broken) == 1 else 'hold'} NaN/inf; rebuild or reload the network",
@@ -93,19 +93,19 @@ def backward_overflow(net, stages, G, record):
     A NaN or inf in any stage reaches a gradient or da0: one in dz_l makes its column sum
     db_l NaN or inf, and one in da_l (l >= 1) makes dz_l = da_l * f'(z_l) NaN or inf, as
     inf * 0 is NaN. So when the gradients and da0 are finite, every stage is."""
-    broken = next(k for k, v in stages.items() if not _checks.finite(v))
-    torn = next((k for k, v in record.stages.items() if not _checks.finite(v)), None)
+    broken = next(k for k, v in stages.items() if not checks.finite(v))
+    torn = next((k for k, v in record.stages.items() if not checks.finite(v)), None)
     if torn is not None:
         return BadValue(f"record: stage {torn} holds NaN/inf "
-                        f"({_checks.count_nonfinite(record.stages[torn])}), which no record of "
+                        f"({checks.count_nonfinite(record.stages[torn])}), which no record of "
                         f"net.forward(X) does; run forward again", argument="record")
     big_G = float(np.abs(G).max())
     if big_G > 1.0:
         return BadValue(f"G: expected values for which the backward pass stays finite in "
                         f"{net.dtype}, got max |G| = {big_G:.3g}, which makes stage {broken} "
-                        f"overflow ({_checks.count_nonfinite(stages[broken])}); scale G down", argument="G")
+                        f"overflow ({checks.count_nonfinite(stages[broken])}); scale G down", argument="G")
     return BadValue(f"backward: stage {broken} overflowed {net.dtype} "
-                    f"({_checks.count_nonfinite(stages[broken])}) with max |G| = {big_G:.3g}: "
+                    f"({checks.count_nonfinite(stages[broken])}) with max |G| = {big_G:.3g}: "
                     f"the parameters are too large", argument="backward")
 
 
@@ -115,15 +115,15 @@ def largest(D):
     return max(float(np.abs(v).max()) for v in D.values())
 
 
-@_checks.overflow_is_reported
+@checks.overflow_is_reported
 def finite_gram(J, keep_X, name="keep_X (X when not given)", short="keep_X"):
     """J J^T, refused when it overflows, naming what is to blame: the inputs ``keep_X`` (the
     argument ``name``, ``short`` in formulas) when their own products a0 a0^T overflow, else the
     parameters (hidden activations or signals too large)."""
     gram = J.gram()
-    if _checks.finite(gram):
+    if checks.finite(gram):
         return gram
-    broken = [l for l, A in J.inputs.items() if not _checks.finite(A @ A.T)]
+    broken = [l for l, A in J.inputs.items() if not checks.finite(A @ A.T)]
     if broken and broken[0] == 1:
         raise BadValue(f"{name}: expected values for which the Gram J J^T (which holds "
                        f"{short} @ {short}.T) stays finite, got max |{short}| = "
@@ -137,10 +137,10 @@ def finite_gram(J, keep_X, name="keep_X (X when not given)", short="keep_X"):
 
 def finite_kernel(net, jac, kernels, total):
     """Refuse a tangent kernel that overflowed: X's own products a0 a0^T, or the parameters."""
-    if _checks.finite(total):
+    if checks.finite(total):
         return
     big_X = float(np.abs(jac.inputs[1]).max())
-    if not _checks.finite(kernels[1]):
+    if not checks.finite(kernels[1]):
         raise BadValue(f"X: expected values for which the kernel (which holds X @ X.T) stays "
                        f"finite, got max |X| = {big_X:.3g}; scale X down", argument="X")
     raise BadValue(f"net: the kernel overflows {net.dtype} with max |X| = {big_X:.3g}: the "
@@ -149,7 +149,7 @@ def finite_kernel(net, jac, kernels, total):
 
 def finite_direction(D, given, dtype):
     """Refuse a projected direction that overflowed, naming D (its size is to blame)."""
-    if not all(_checks.finite(v) for v in D.values()):
+    if not all(checks.finite(v) for v in D.values()):
         raise BadValue(f"D: expected values for which D - J^T (J J^T)^+ J D stays finite in "
                        f"{dtype}, got max |D| = {largest(given):.3g}; scale D down", argument="D")
 
@@ -162,7 +162,7 @@ def projection_overflow(net, G, detail=""):
 
 def finite_projection(net, G, D):
     """Refuse ``project_dense``'s flat direction when it overflowed, naming G."""
-    if not _checks.finite(D):
+    if not checks.finite(D):
         raise projection_overflow(net, G)
 
 
@@ -184,10 +184,10 @@ def pulled(G, G_total, residual, ref, lam):
     G + the pull), and an overflow of the block's backward pass blamed on lam or ref when the
     pull, not the caller's G, is what is large."""
     dtype = G.dtype
-    if not _checks.finite(residual):
+    if not checks.finite(residual):
         raise BadValue(f"ref: expected values whose distance to the outputs stays finite in "
                        f"{dtype}, got max |ref| = {float(np.abs(ref).max()):.3g}", argument="ref")
-    if not _checks.finite(G_total):
+    if not checks.finite(G_total):
         raise BadValue(f"lam: expected a weight for which G + lam * (O_keep - ref) stays finite "
                        f"in {dtype}, got lam = {lam:.3g} (max |O_keep - ref| = "
                        f"{float(np.abs(residual).max()):.3g})", argument="lam")
@@ -217,14 +217,14 @@ def finite_dots(g_r, r_r, g):
 
 def finite_ewc_pull(D, lam, dtype):
     """Refuse EWC's direction when g + lam * fisher * (theta - anchor) overflowed: lam's."""
-    if not all(_checks.finite(v) for v in D.values()):
+    if not all(checks.finite(v) for v in D.values()):
         raise BadValue(f"lam: expected a weight for which lam * fisher * (theta - anchor) stays "
                        f"finite in {dtype}, got lam = {lam:.3g}", argument="lam")
 
 
 def finite_fisher(F, keep_G, dtype):
     """Refuse a Fisher whose squared per-row gradients overflowed: keep_G's."""
-    if not all(_checks.finite(v) for v in F.values()):
+    if not all(checks.finite(v) for v in F.values()):
         raise BadValue(f"keep_G: expected values whose squared per-row gradients stay finite in "
                        f"{dtype}, got max |keep_G| = {float(np.abs(keep_G).max()):.3g}",
                        argument="keep_G")
@@ -251,7 +251,7 @@ def assured_cond(dtype, refine):
     """The cond(J J^T) up to which 1 + refine passes assure the accuracy: each leaves about
     eps * cond of the error before it, so (eps * cond)^(1 + refine) <= HELD_EPS * eps
     (3.8e8 in float64 and 1.6e4 in float32 with one refinement pass)."""
-    eps = _checks.eps(dtype)
+    eps = checks.eps(dtype)
     return (HELD_EPS * eps) ** (1.0 / (1 + refine)) / eps
 
 
@@ -262,11 +262,11 @@ def held_unassured(solve, m, dtype, refine):
     return refine > 0 and (solve.rank < m or solve.cond_exceeds(assured_cond(dtype, refine)))
 
 
-@_checks.overflow_is_reported
+@checks.overflow_is_reported
 def passes_leave(cond, dtype, refine):
     """(eps * cond)^(1 + refine): the part of |J D_given| that 1 + refine passes leave at most
     when the Gram's condition number is ``cond`` (each multiplies the error by eps * cond)."""
-    return (_checks.eps(dtype) * cond) ** (1 + refine)
+    return (checks.eps(dtype) * cond) ** (1 + refine)
 
 
 def warn_if_not_held(J, gram, solve, given, D, refine):
@@ -285,7 +285,7 @@ def warn_if_not_held(J, gram, solve, given, D, refine):
     m, dtype = gram.shape[0], gram.dtype
     if not held_unassured(solve, m, dtype, refine):
         return
-    eps = _checks.eps(dtype)
+    eps = checks.eps(dtype)
     left = length(J.matvec(D))
     size = length(J.magnitude({k: abs(D[k]) + abs(v) for k, v in given.items()}))
     bound = (HELD_EPS + m) * eps * size
@@ -338,7 +338,7 @@ def callers_level():
     return level
 
 
-#: the modules of the errstate wrapper around the lesson's functions (``_checks.overflow_is_reported``)
+#: the modules of the errstate wrapper around the lesson's functions (``checks.overflow_is_reported``)
 _WRAPPERS = ("numpy._core._ufunc_config", "numpy.core._ufunc_config", "contextlib")
 
 

@@ -2,14 +2,14 @@
 visible setups, with controls for the fix, lr, the number of steps and lam, and panels that
 redraw live (out1's and out2's change on every sample, out1's drift against lr with the current
 point marked, the network with the weights the steps moved). In Jupyter, ``%matplotlib widget``
-(ipympl) and ``mlp_ref.explore.explorer()`` run the same window in a notebook.
+(ipympl) and ``mlp_ref.classroom.explorable.explorer()`` run the same window in a notebook.
 
 ``python -m mlp_ref explore --html FILE.html`` writes the same controls as a static page over a
 grid of precomputed states (``GRID``): every state's picture (a PNG) and numbers are embedded,
 a few lines of plain JavaScript show the one the controls name; no server, no network, works
 on a phone. The same command gives the same bytes.
 
-Every state is ``measurements.explorer.state``; every picture is ``plots.explore.explorer_panels``.
+Every state is ``measurements.explorer.state``; every picture is ``plots.explorer.explorer_panels``.
 matplotlib is imported only when something is drawn.
 """
 from __future__ import annotations
@@ -21,10 +21,11 @@ import os
 
 import numpy as np
 
-from . import _files, figures
-from .measurements import explorer as measure
-from .measurements.rules import PENALTY_LAM
-from .setups import LR, SETUPS
+from ..files import atomic
+from ..measurements import explorer as measure
+from ..measurements.rules import PENALTY_LAM
+from ..setups import LR, SETUPS
+from . import figures
 
 #: The static page's grid: every combination is drawn (lam only for the penalty).
 GRID = {"setup": tuple(SETUPS), "fix": measure.FIXES, "lr": (0.001, 0.01, 0.03, 0.1),
@@ -64,7 +65,7 @@ def numbers(state):
 
 def page_picture(state, curve):
     """A state's picture for the page: the panels in one column, as a palette PNG, deterministic."""
-    from .plots import explore as drawing
+    from ..plots import explorer as drawing
     fig = drawing.explorer_panels(state, curve, portrait=True)
     return drawing.page_png(fig, PAGE_DPI, figures.metadata("png"))
 
@@ -191,7 +192,7 @@ def page(data, grid=GRID):
 def write_html(path, grid=GRID, log=None):
     """Write the static page to ``path``, whole or not at all. Returns the path."""
     text = page(page_data(grid, log), grid)
-    return _files.write_atomically("--html", path, lambda f: f.write(text.encode("utf-8")))
+    return atomic.write_atomically("--html", path, lambda f: f.write(text.encode("utf-8")))
 
 
 # -- the live window ------------------------------------------------------------------------------
@@ -204,8 +205,8 @@ def live_measure(setup, fix, lr, steps, lam):
 
 def explorer(fig=None):
     """The live explorer on ``fig`` (default: a new pyplot figure): returns the
-    ``plots.explore.Explorer``, whose widgets redraw the panels when moved."""
-    from .plots import explore as drawing
+    ``plots.explorer.Explorer``, whose widgets redraw the panels when moved."""
+    from ..plots import explorer as drawing
     return drawing.Explorer(live_measure, fix_names=measure.FIXES, setups=tuple(SETUPS),
                             ranges=LIVE_RANGES, start={"lr": LR["seed"], "steps": 1,
                                                        "lam": PENALTY_LAM}, fig=fig)

@@ -1,4 +1,4 @@
-"""The animations' drawings (``mlp_ref.animate`` writes them as GIFs): each function draws the
+"""The animations' drawings (``mlp_ref.classroom.animations`` writes them as GIFs): each function draws the
 first frame with the figures' own plot functions and returns the figure, its frames' update and
 the frame count. ``gif_bytes`` runs matplotlib's FuncAnimation through the Pillow writer.
 
@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.animation import FuncAnimation, PillowWriter
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
-from PIL import Image                    # matplotlib's own dependency
+from PIL import Image  # matplotlib's own dependency
 
 from .axes import ROUNDOFF_TEXT, ZERO_FLOOR, roundoff_band
 from .continual import continual_steps

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 
-from . import _files, figures
-from .measurements import rules
+from ..files import atomic
+from ..measurements import rules
+from . import figures
 
 #: One slide per entry. "- " starts a bullet. Minutes: (start, end) of the 90-minute plan.
 SLIDES = [
@@ -139,8 +140,8 @@ def notes(deck_slides, pdf_name):
 
 def draw(log=None):
     """Every slide as a Figure, in order."""
-    from .plots import slides as drawing
-    from . import plots
+    from .. import plots
+    from ..plots import slides as drawing
     slides_drawn, deck_slides = [], deck()
     for number, s in enumerate(deck_slides, 1):
         image = None
@@ -155,14 +156,14 @@ def draw(log=None):
 def write(out, log=None):
     """The deck as the PDF ``out`` and its notes as ``out`` with .notes.md for .pdf, each whole
     or not at all. Returns (pdf path, notes path)."""
-    from .plots import slides as drawing
+    from ..plots import slides as drawing
     stem = out[:-4] if out.lower().endswith(".pdf") else out
     notes_path = stem + ".notes.md"
     drawn = draw(log)
     software = figures.png_metadata()["Software"]
     meta = {"Creator": software, "Producer": software, "CreationDate": None, "ModDate": None,
             "Title": "mlp-ref: raise out2, hold out1"}
-    _files.write_atomically("--out", out, lambda f: drawing.write_pdf(f, drawn, meta))
+    atomic.write_atomically("--out", out, lambda f: drawing.write_pdf(f, drawn, meta))
     text = notes(deck(), os.path.basename(out))
-    _files.write_atomically("--out", notes_path, lambda f: f.write(text.encode("utf-8")))
+    atomic.write_atomically("--out", notes_path, lambda f: f.write(text.encode("utf-8")))
     return out, notes_path

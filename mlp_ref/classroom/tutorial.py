@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .measurements.question import stage_formula
+from ..measurements.question import stage_formula
 
 #: True while :func:`run_headless` runs a tutorial as a script: then figures are named, not drawn.
 HEADLESS = False
@@ -291,13 +291,13 @@ class InlineAnimation:
 
 def animation(name):
     """Make the animation ``name`` (``backprop``, ``projection_step``, ``continual_steps``: see
-    ``mlp_ref.animate``) to be shown inline in Jupyter, as the last line of a cell. Run as a
+    ``mlp_ref.classroom.animations``) to be shown inline in Jupyter, as the last line of a cell. Run as a
     script it is not made (it takes seconds): one line says where the committed GIF is, and
     ``python -m mlp_ref animate`` writes them all."""
     if HEADLESS:
         print(f"[animation: figures/{name}.gif, shown inline when this runs as a notebook]")
         return None
-    animate = importlib.import_module("mlp_ref.animate")   # matplotlib only now, only here
+    animate = importlib.import_module("mlp_ref.classroom.animations")   # matplotlib only now, only here
     data, frames = animate.gif(f"{name}.gif")
     return InlineAnimation(name, data, frames)
 

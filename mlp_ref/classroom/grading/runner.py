@@ -1,6 +1,6 @@
 """The grader's side of a submission: its child process, and its functions as remote calls.
 
-``Submission`` starts ``python -m mlp_ref.grading.child`` in a temporary folder and a session of
+``Submission`` starts ``python -m mlp_ref.classroom.grading.child`` in a temporary folder and a session of
 its own, sends it the file's source, and then turns each call a check makes, ``fn(net, X, G)``,
 into a request: the arguments go as plain data (a network as its sizes, activations and
 parameters), the answer comes back as plain data, and what the function did to its arguments
@@ -23,9 +23,9 @@ import time
 
 import numpy as np
 
-from ..network import MLP
+from ...network import MLP
 from . import child, wire
-from .checks import Wrong
+from .answers import Wrong
 
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -94,7 +94,7 @@ class Submission:
                    OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                    PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mlp_ref.grading.child", str(from_parent), str(to_parent)],
+            [sys.executable, "-m", "mlp_ref.classroom.grading.child", str(from_parent), str(to_parent)],
             pass_fds=(from_parent, to_parent), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, cwd=self.folder, env=env, start_new_session=True)
         os.close(from_parent)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .checks import ALLOWED, EXERCISES, PREDICTIONS, REFERENCES, TOL, Verdict, Wrong, compare  # noqa: F401
+from .answers import ALLOWED, EXERCISES, PREDICTIONS, REFERENCES, TOL, Verdict, Wrong, compare  # noqa: F401
 from .runner import MEMORY_LIMIT, StudentProblem, Submission
 
 #: Seconds of the child's time each function's check may take (each takes well under one with

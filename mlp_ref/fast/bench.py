@@ -52,9 +52,10 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from . import _files, fast, fixes, jacobian, pseudoinverse
-from ._memory import peak_bytes
-from .network import MLP
+from .. import fast, fixes, jacobian, pseudoinverse
+from ..files import atomic
+from ..network import MLP
+from .memory import peak_bytes
 
 SIZES = [784, 512, 512, 10]
 BATCH = 256
@@ -716,7 +717,7 @@ def main(args):
                   dense_repeats=args.dense_repeats,
                   dense_limit=int(args.dense_limit_gib * 2**30), log=log,
                   memory_rows=args.memory_rows)
-    failed = args.json and _files.write_results(
+    failed = args.json and atomic.write_results(
         args.json, json.dumps(results, indent=1, sort_keys=True) + "\n")
     print(format_table(results), flush=True)
     if failed:
