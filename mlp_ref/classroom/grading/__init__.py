@@ -43,7 +43,7 @@ TIME_LIMIT = 60.0
 #: The largest file graded (bytes): an exercise is a few kB.
 MAX_SOURCE = 2 ** 20
 
-SOLUTIONS = Path(__file__).resolve().parents[2] / "tutorials" / "exercises" / "solutions"
+SOLUTIONS = Path(__file__).resolve().parents[3] / "tutorials" / "exercises" / "solutions"
 
 
 class FileProblem(Exception):

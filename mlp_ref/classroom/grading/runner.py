@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from ...network import MLP
 from . import child, wire
 from .answers import Wrong
 
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])         # the folder that holds mlp_ref/
 
 #: Address space the child may use (bytes): the package with NumPy needs about 0.3 GiB of it,
 #: the largest exercise a few MiB more; a runaway allocation fails with a MemoryError there.
