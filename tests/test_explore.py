@@ -12,7 +12,7 @@ from _extras import in_ci
 
 from mlp_ref.classroom import cli, explorable
 from mlp_ref.measurements import explorer as measure
-from mlp_ref.plots.axes import at_floor
+from mlp_ref.plots.axes import exact, placed
 
 
 # -- the live window, under Agg ---------------------------------------------------------------------
@@ -36,8 +36,8 @@ def check_against_measurement(live):
     shown = drawn(live)
     np.testing.assert_array_equal(shown["out1"], state["delta"][:, 0])
     np.testing.assert_array_equal(shown["out2"], state["delta"][:, 1])
-    np.testing.assert_array_equal(shown["curve"], at_floor(drift))
-    assert shown["ring"] == (lr, at_floor(state["drift_batch"]))
+    np.testing.assert_array_equal(shown["curve"], placed(drift, exact(fix)))
+    assert shown["ring"] == (lr, placed(state["drift_batch"], exact(fix)))
     weights = [state["weights"][f"W{l}"] for l in range(1, len(state["sizes"]))]
     assert shown["unchanged"] == sum(int(np.sum(W == 0.0)) for W in weights)
     assert shown["moved"] == sum(int(np.sum(W != 0.0)) for W in weights)

@@ -112,6 +112,39 @@ def test_tutorial_09_numbers(full):
 
 
 @pytest.mark.slow
+def test_the_shipped_table_is_the_protocols_run():
+    """field_table.json (what the figures and tutorial 09 read) is ``permuted.run()`` rerun: the
+    same protocol, every method's R within 2 of the 599 test images (a test image whose two
+    largest outputs are within round-off of each other may go either way on another CPU after
+    300 steps; on the machine that wrote it the run is equal bit for bit), ACC and BWT to the
+    two decimals the text quotes, and each method's ranks, weights and constraints."""
+    shipped, fresh = permuted.load(), permuted.run()
+    assert shipped["setup"] == fresh["setup"]
+    n_test = shipped["setup"]["n_test"]
+    for name in permuted.METHODS:
+        a, b = shipped["methods"][name], fresh["methods"][name]
+        assert np.abs(a["R"] - b["R"]).max() * n_test <= 2, name
+        assert (round(a["ACC"], 2), round(a["BWT"], 2)) == (round(b["ACC"], 2), round(b["BWT"], 2))
+        for key in permuted.EXTRAS:
+            assert (key in a) == (key in b), (name, key)
+        if name == "ewc":
+            np.testing.assert_allclose(a["lams"], b["lams"], rtol=1e-6)
+        elif name == "gpm":
+            assert a["ranks"] == [list(r) for r in b["ranks"]] or a["ranks"] == b["ranks"]
+        elif name == "project":
+            assert a["constraints"] == b["constraints"]
+
+
+def test_the_shipped_table_reads_back_as_a_run():
+    shipped = permuted.load()
+    assert list(shipped["methods"]) == list(permuted.METHODS)
+    for r in shipped["methods"].values():
+        assert r["R"].shape == (5, 5) and (r["ACC"], r["BWT"]) == permuted.acc_bwt(r["R"])
+    assert permuted.from_json(permuted.as_json(shipped))["methods"]["gpm"]["ranks"] == \
+        shipped["methods"]["gpm"]["ranks"]
+
+
+@pytest.mark.slow
 def test_continual_table_prints_the_table_and_writes_the_json(tmp_path, capsys):
     from mlp_ref.classroom import cli
     path = tmp_path / "table.json"

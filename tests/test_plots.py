@@ -10,6 +10,7 @@ from matplotlib.text import Text
 
 from mlp_ref import fixes, plots
 from mlp_ref.measurements import projection, projection_cost, question
+from mlp_ref.measurements.fits import ROUNDOFF
 from mlp_ref.setups import G_QUESTION, LR, seed_setup, visible_setup
 
 
@@ -191,7 +192,11 @@ def test_the_batch_dots_are_filled_with_their_own_drift(slice_result):
         assert np.array_equal(dots.get_offsets(), slice_result["batch"])
         image = ax.get_images()[0]
         at = slice_result["at_batch"][rule]
-        expected = [to_rgba("0.93") if d == 0 else image.cmap(image.norm(d)) for d in at]
+        # grey: 0.0 by the rule's identity (freeze); the bar's lower extension: round-off, a 0.0
+        # of any other rule included (it is 1e-16 on another CPU); else the drift's own colour
+        held = rule == "freeze"
+        expected = [to_rgba("0.93") if d == 0 and held else image.cmap.get_under() if d <= ROUNDOFF
+                    else image.cmap(image.norm(d)) for d in at]
         np.testing.assert_allclose(dots.get_facecolors(), expected, rtol=0, atol=1e-12)
         assert "at the batch: " in ax.get_title()
     assert "0.0 exactly" in fig.axes[slice_result["rules"].index("freeze")].get_title()
@@ -314,3 +319,13 @@ def test_projection_costs_values_are_read_off_labelled_ticks():
         decades = np.log10(hi / lo)
         assert len(shown) >= 2 * decades                # 1, 2 and 5 of each decade: 3 a decade
         assert all(text == f"{v:g}" for v, text in shown)   # as plain numbers
+
+
+def test_round_off_is_drawn_on_its_own_row_and_zeros_as_exact_only_by_the_rules_identity():
+    from mlp_ref.plots.axes import ROUNDOFF_ROW, ZERO_FLOOR, exact, placed
+    values = [0.0, 1e-17, -3e-16, ROUNDOFF, 2 * ROUNDOFF, 0.5]
+    assert placed(values, exact=True).tolist() == [ZERO_FLOOR, ROUNDOFF_ROW, ROUNDOFF_ROW, ROUNDOFF_ROW,
+                                                   2 * ROUNDOFF, 0.5]
+    assert placed(values, exact=False).tolist()[:2] == [ROUNDOFF_ROW, ROUNDOFF_ROW]
+    assert ZERO_FLOOR < ROUNDOFF_ROW < ROUNDOFF
+    assert exact("freeze") and not any(exact(r) for r in ("naive", "masked", "project", "span", "penalty"))

@@ -10,7 +10,7 @@ import sys
 
 from ..boundary import checks
 from ..boundary.argtypes import path, rows_list, sizes_list, whole
-from ..fast import bench
+from ..fast import bench, threads
 from ..files import atomic
 from ..measurements import answer_replay, permuted, splitting, table
 from ..resources import PROJECTION_COST_PATH
@@ -297,6 +297,8 @@ def build_parser():
 
 
 def main(argv=None):
+    """The command line: ``argv`` (default: this process's own arguments, ``sys.argv[1:]``)."""
+    started_here = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv = ["table", *argv]                   # no command: the question's table
@@ -305,6 +307,8 @@ def main(argv=None):
     problem = check_bench_args(args) if args.command == "bench" else None
     if problem:
         parser.error(problem)                     # usage and the message, exit status 2
+    if args.command != "bench":                   # the classroom's small networks: one BLAS thread
+        threads.one_blas_thread(sys.orig_argv if started_here else None)
     try:
         status = COMMANDS[args.command][0](args)
         sys.stdout.flush()

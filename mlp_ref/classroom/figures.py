@@ -30,14 +30,10 @@ DRIFT_SLOPE_MAX_LR = 1e-3
 
 
 def png_metadata():
-    """The PNG text chunk: no time stamp, and the versions that decide the bytes.
-
-    On one machine the same command gives the same bytes. Another machine may not, even with
-    the same versions: drifts drawn at round-off depend on the BLAS kernel the CPU runs.
-    """
-    import matplotlib
-    return {"Software": f"mlp-ref figures; matplotlib {matplotlib.__version__}; "
-                        f"numpy {numpy.__version__}"}
+    """The PNG text chunk: the program, and nothing that differs between machines (no time stamp,
+    no version: the same command writes the same bytes with any supported numpy and matplotlib,
+    on any CPU; tests/test_figures.py checks it under emulated CPUs)."""
+    return {"Software": "mlp-ref figures"}
 
 
 #: The file formats of ``write_all`` (``figures --format``): PNG for the README, SVG and PDF
@@ -198,9 +194,10 @@ def continual_cost():
 @draws("field_accuracy", "field_acc_bwt")
 @measured
 def permuted_run():
-    """``permuted.run()``: the field's table on permuted digits, as tutorial 09 and
-    ``continual-table`` give it; tests/test_permuted.py asserts what they say of it."""
-    return permuted.run()
+    """The field's table on permuted digits as the package ships it (``permuted.load()``: a
+    minute of ``continual-table``, not rerun to draw two figures); tests/test_permuted.py remakes
+    it and asserts what tutorial 09 and the README say of it."""
+    return permuted.load()
 
 
 @draws("scale_cost")

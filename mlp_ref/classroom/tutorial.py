@@ -20,6 +20,7 @@ import ast
 import base64
 import importlib
 import io
+import os
 import re
 import shutil
 import sys
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..fast import threads
 from ..measurements.question import stage_formula
 
 #: True while :func:`run_headless` runs a tutorial as a script: then figures are named, not drawn.
@@ -197,8 +199,14 @@ def run_headless(namespace, argv=None, stdin=None):
     """
     global HEADLESS
     path = namespace.get("__file__")
+    if namespace.get("__name__") == "__main__" and "get_ipython" in namespace:
+        threads.one_blas_thread()                    # a notebook: threadpoolctl, if it is there
     if namespace.get("__name__") != "__main__" or not path or "get_ipython" in namespace:
         return
+    # a script: one BLAS thread for the small networks (started again with the variables set
+    # when threadpoolctl is missing, but only if this file is the program Python was asked to run)
+    this_program = os.path.abspath(path) == os.path.abspath(sys.argv[0])
+    threads.one_blas_thread(sys.orig_argv if this_program else None)
     step = stepping(argv, stdin)
     caller_line = sys._getframe(1).f_lineno
     with open(path, encoding="utf-8") as fh:

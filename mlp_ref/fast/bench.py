@@ -56,6 +56,7 @@ from .. import fast, fixes, jacobian, pseudoinverse
 from ..files import atomic
 from ..network import MLP
 from .memory import peak_bytes
+from .threads import THREAD_VARIABLES
 
 SIZES = [784, 512, 512, 10]
 BATCH = 256
@@ -71,8 +72,6 @@ except ImportError:              # pragma: no cover
 
 
 # -- the machine ---------------------------------------------------------------------------
-THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                    "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 
 
 def machine_info():

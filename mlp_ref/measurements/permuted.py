@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from .. import baselines, data, fast, losses
+from .. import baselines, data, fast, losses, resources
 from ..network import MLP
 
 #: The protocol: tasks, widths, steps per task and step size, memory rows per earlier task.
@@ -87,7 +87,9 @@ def memory_rows(task, m, seed=SEED):
     return np.random.default_rng(seed + 7).permutation(len(task["X"]))[:m]
 
 
-def _direction(method, net, X, G, state):
+def _direction(method, net, X, G, state, record):
+    """The step's direction; ``record`` is ``net.forward(X)``, already made for the loss, which
+    the plain gradient reuses (``net.gradient`` would make it again)."""
     if method == "ewc" and state.get("fisher") is not None:
         return baselines.ewc(net, X, G, state["fisher"], state["anchor"], state["lam"])
     if method == "agem" and state.get("mem_X") is not None:
@@ -97,7 +99,7 @@ def _direction(method, net, X, G, state):
         return baselines.gpm(net, X, G, state["bases"])
     if method == "project" and state.get("mem_X") is not None:
         return fast.project(net, X, G, keep=range(10), keep_X=state["mem_X"])
-    return net.gradient(X, G)
+    return net.backward(record, G).grads
 
 
 def _after_task(method, net, task, state, m, threshold, seed):
@@ -145,8 +147,9 @@ def run_method(method, tasks=None, hidden=HIDDEN, steps=STEPS, lr=LR, m=MEMORY,
             if method == "joint":
                 rows = rng.choice(len(X_all), size=len(task["X"]), replace=False)
                 X, Y = X_all[rows], Y_all[rows]
-            _, G = losses.mse(net(X), Y)
-            net.step(_direction(method, net, X, G, state), lr)
+            record = net.forward(X)
+            _, G = losses.mse(record.output, Y)
+            net.step(_direction(method, net, X, G, state, record), lr)
         R[i] = [accuracy(net, tk["T"], tk["t"]) for tk in tasks]
         if i < T - 1:
             _after_task(method, net, task, state, m, threshold, seed)
@@ -178,12 +181,38 @@ def run(methods=METHODS, log=None, **kw):
     return {"methods": res, "setup": setup}
 
 
+#: What a method's run keeps beside R, ACC and BWT, when it has it (``run_method``).
+EXTRAS = ("ranks", "lams", "constraints")
+
+
 def as_json(result):
-    """The JSON document of ``continual-table --json``: {"methods": {name: {"R", "ACC", "BWT"}},
-    "setup": {...}} (R as lists of lists)."""
-    return {"methods": {name: {"R": np.asarray(r["R"]).tolist(), "ACC": r["ACC"], "BWT": r["BWT"]}
+    """The JSON document of ``continual-table --json``: {"methods": {name: {"R", "ACC", "BWT",
+    and "ranks", "lams", "constraints" where the method has them}}, "setup": {...}} (R as lists
+    of lists). The run's wall time is left out: it is the machine's, not the protocol's."""
+    return {"methods": {name: {"R": np.asarray(r["R"]).tolist(), "ACC": r["ACC"], "BWT": r["BWT"],
+                               **{k: r[k] for k in EXTRAS if k in r}}
                         for name, r in result["methods"].items()},
             "setup": result["setup"]}
+
+
+def from_json(document):
+    """``as_json``'s document as ``run`` returns it (R as arrays)."""
+    return {"methods": {name: {**r, "R": np.array(r["R"], dtype=float)}
+                        for name, r in document["methods"].items()},
+            "setup": document["setup"]}
+
+
+#: The shipped run of the default protocol (``resources/field_table.json``): written by
+#: ``python -m mlp_ref continual-table --json mlp_ref/resources/field_table.json``, remade and
+#: compared by tests/test_permuted.py (slow).
+SHIPPED = "field_table.json"
+
+
+def load():
+    """The default protocol's table as the package ships it, in ``run``'s form: what
+    field_accuracy.png, field_acc_bwt.png and tutorial 09 show, with no minute spent rerunning
+    it (``continual-table`` reruns it)."""
+    return from_json(resources.read_json(SHIPPED))
 
 
 def format_table(result):

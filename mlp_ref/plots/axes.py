@@ -2,8 +2,10 @@
 
 A drift of exactly 0.0 has no place on a log axis: it is drawn on an "exactly 0" row at
 :data:`ZERO_FLOOR`, below a shaded band of float64 round-off (up to the measurements'
-``fits.ROUNDOFF``). A broken axis puts that row and band in a narrow strip beside
-the decades where the drifting rules live.
+``fits.ROUNDOFF``). A drift inside the band is round-off, and its value is the last bits of one
+CPU's kernels (1e-17 here, 3e-17 under another BLAS): it is drawn on the band's own row,
+:data:`ROUNDOFF_ROW`, the same on every machine, not at its value (``placed``). A broken axis puts
+the row of zeros and the band in a narrow strip beside the decades where the drifting rules live.
 """
 from __future__ import annotations
 
@@ -11,26 +13,40 @@ import matplotlib
 import numpy as np
 
 from ..measurements.fits import ROUNDOFF
+from ..measurements.rules import RULES
 from .style import power
 
 #: Where a drift of exactly 0.0 is drawn on a log axis, and the top of the round-off band
 #: (``fits.ROUNDOFF``): a value in the band is float64 noise, not a drift.
 ZERO_FLOOR = 1e-19
+#: Where a drift in the round-off band (0 < |drift| <= ROUNDOFF) is drawn: one row in the band.
+ROUNDOFF_ROW = 1e-15
 #: ROUNDOFF as text, 10⁻¹²
 ROUNDOFF_TEXT = power(int(np.log10(ROUNDOFF)))
 
 
-def at_floor(values, floor=ZERO_FLOOR):
-    """Values for a log axis: exact zeros moved to ``floor``, everything else as it is."""
-    values = np.asarray(values, dtype=float)
-    return np.where(values == 0.0, floor, values)
+def placed(values, exact):
+    """|values| as a log axis draws them: exact zeros on the "exactly 0" row (ZERO_FLOOR), values
+    in the round-off band on its row (ROUNDOFF_ROW), everything else where it is. ``exact``: the
+    zeros are an identity of the rule (``rules.Rule.exact``); else a 0.0 is round-off that
+    happened to cancel on this CPU, and is drawn on the round-off row."""
+    values = np.abs(np.asarray(values, dtype=float))
+    zero = ZERO_FLOOR if exact else ROUNDOFF_ROW
+    return np.where(values == 0.0, zero, np.where(values <= ROUNDOFF, ROUNDOFF_ROW, values))
+
+
+def exact(rule):
+    """Whether the rule named ``rule`` drifts by exactly 0.0 by an identity (``Rule.exact``)."""
+    return rule in RULES and RULES[rule].exact
 
 
 def roundoff_band(ax, floor=ZERO_FLOOR, horizontal=True, label=True):
-    """Shade |drift| <= ROUNDOFF as float64 round-off, and mark the row of exact zeros."""
+    """Shade |drift| <= ROUNDOFF as float64 round-off, and mark the row of exact zeros (dotted)
+    and the row round-off is drawn on (dashed)."""
     span, line = (ax.axhspan, ax.axhline) if horizontal else (ax.axvspan, ax.axvline)
     span(floor / 5, ROUNDOFF, color="0.93", zorder=0, lw=0)
     line(floor, color="0.6", lw=0.8, ls=":", zorder=0)
+    line(ROUNDOFF_ROW, color="0.75", lw=0.8, ls="--", zorder=0)
     if not label:
         return
     kw = {"fontsize": 10, "color": "0.35", "zorder": 1}
@@ -106,8 +122,13 @@ def drifting_range(values):
     return 10.0 ** np.floor(np.log10(v.min())), 10.0 ** np.ceil(np.log10(v.max()))
 
 
-def guide(ax, lrs, anchor, slope, text, below=4.0):
-    """A grey dashed line of the given log-log slope, ``below`` times under ``anchor`` at lrs[0]."""
+def guide(ax, lrs, drifts, slope, text, below=4.0):
+    """A grey dashed line of the given log-log slope over ``lrs``, ``below`` times under the
+    drifts it guides. It is anchored at the first of ``drifts`` above round-off, carried to
+    lrs[0] along the slope: a drift in the band is one CPU's last bits, and would move the line."""
+    drifts = np.asarray(drifts, dtype=float)
+    first = int(np.argmax(drifts > ROUNDOFF))
+    anchor = drifts[first] * (lrs[0] / lrs[first]) ** slope
     x = np.array([lrs[0], lrs[-1]])
     y = anchor / below * (x / lrs[0]) ** slope
     ax.loglog(x, y, ls="--", color="0.55", lw=1.2, zorder=2)

@@ -10,9 +10,9 @@ import numpy as np
 from matplotlib.patches import Rectangle
 
 from ..measurements.fits import ROUNDOFF
-from .axes import (ROUNDOFF_TEXT, ZERO_FLOOR, at_floor, decade_ticks, drifting_range, guide,
+from .axes import (ROUNDOFF_TEXT, ZERO_FLOOR, decade_ticks, exact, placed, drifting_range, guide,
                    join_broken, roundoff_band, strip)
-from .style import (MARKERS, PALETTE, SETUP_LABELS, fix_label, new_figure, num, sci, styled,
+from .style import (MARKERS, PALETTE, SETUP_LABELS, fix_label, new_figure, num, styled,
                     take_axes, text_colour)
 
 
@@ -31,7 +31,7 @@ def _drift_curves(ax, lrs, drifts):
             kw.update(ls="none", ms=10, mew=2.2, zorder=5)
         elif rule == "penalty":                       # ... and a hollow triangle around them
             kw.update(ls="none", ms=13, mfc="none", mew=1.6, zorder=4)
-        ax.loglog(lrs, at_floor(drift), **kw)
+        ax.loglog(lrs, placed(drift, exact(rule)), **kw)
 
 
 def _slopes_box(ax, slopes, max_lr):
@@ -63,9 +63,9 @@ def drift_vs_lr(results, axes=None):
                   if res["orders"][r]["batch"][1] is not None and r not in _SAME_AS_NAIVE}
         small = lrs <= slope_max_lr
         if "naive" in res:
-            guide(ax, lrs[small], res["naive"]["drift_batch"][0], 1, "\u221d lr")
+            guide(ax, lrs[small], res["naive"]["drift_batch"][small], 1, "\u221d lr")
         if "project" in res:
-            guide(ax, lrs[small], res["project"]["drift_batch"][0], 2, "\u221d lr\u00b2")
+            guide(ax, lrs[small], res["project"]["drift_batch"][small], 2, "\u221d lr\u00b2")
         _slopes_box(ax, slopes, slope_max_lr)
         ax.set_ylim(ZERO_FLOOR / 5, 30)
         decade_ticks(ax, -18, 0)
@@ -128,9 +128,9 @@ def frameworks_drift_vs_lr(results, missing=(), axes=None):
                 ax.loglog(lrs, res["drift"][who][rule], ls="none", color=PALETTE[rule],
                           label=f"{fix_label(rule)}: {who}", zorder=4, **style)
         if "naive" in res["rules"]:
-            guide(ax, lrs[small], res["drift"]["mlp_ref"]["naive"][0], 1, "\u221d lr")
+            guide(ax, lrs[small], np.asarray(res["drift"]["mlp_ref"]["naive"])[small], 1, "\u221d lr")
         if "project" in res["rules"]:
-            guide(ax, lrs[small], res["drift"]["mlp_ref"]["project"][0], 2, "\u221d lr\u00b2")
+            guide(ax, lrs[small], np.asarray(res["drift"]["mlp_ref"]["project"])[small], 2, "\u221d lr\u00b2")
         lines = [f"{fix_label(rule)}: " + ", ".join(f"{res['slopes'][who][rule]:.2f}"
                                                     for who in res["who"])
                  for rule in res["rules"]]
@@ -163,7 +163,7 @@ def _steps_curve(axs, steps, values, rule, log):
         kw.update(ls=(0, (4, 3)), label="mask [0, 1] (= naive)", zorder=4)
     for ax in axs:
         if log:
-            ax.semilogy(steps[1:], at_floor(values[1:]), **kw)
+            ax.semilogy(steps[1:], placed(values[1:], exact(rule)), **kw)
         else:
             ax.plot(steps, values, **kw)
 
@@ -237,7 +237,7 @@ def pareto(result, axes=None):
     for narrow, big, key, where in [(axes[0], axes[1], "drift_batch", "on the batch"),
                                    (axes[2], axes[3], "drift_unseen", f"on {result['n_probe']} unseen inputs")]:
         for rule in rules:
-            x, y = at_floor(result[rule][key][1:]), result[rule]["gain"][1:]
+            x, y = placed(result[rule][key][1:], exact(rule)), result[rule]["gain"][1:]
             masked = rule == "masked"
             for ax in (narrow, big):
                 ax.plot(x, y, color=PALETTE[rule], lw=1.4, alpha=0.6,
@@ -268,12 +268,13 @@ def pareto(result, axes=None):
 ROUNDOFF_COLOUR = "#E8D5F0"
 
 
-def _range_note(D):
-    """The range of |delta out1| in a panel's title: exact zeros and round-off said as such."""
-    if np.all(D == 0.0):
+def _range_note(D, held):
+    """The range of |delta out1| in a panel's title: exact zeros (``held``: by the rule's
+    identity) and round-off said as such, never by their digits, which are one CPU's."""
+    if held and np.all(D == 0.0):
         return "0.0 exactly"
     if D.max() <= ROUNDOFF:
-        return f"0 or \u2264 {sci(D.max())}"
+        return f"round-off (\u2264 {ROUNDOFF_TEXT})"
     return f"{num(D.min())} to {num(D.max())}"
 
 
@@ -283,8 +284,9 @@ def heldout_drift(result, axes=None):
 
     ``result`` is ``drift.drift_over_slice(...)``. One panel per rule and one shared
     log colour scale, from the smallest to the largest drift above round-off. Two kinds of
-    cell are drawn off the scale, and said to be: exactly 0.0 (hatched grey) and round-off,
-    0 < |delta out1| <= 1e-12 (pale lilac, the colour bar's lower extension). The batch's
+    cell are drawn off the scale, and said to be: exactly 0.0 by the rule's identity (hatched
+    grey: freezing) and round-off, |delta out1| <= 1e-12 (pale lilac, the colour bar's lower
+    extension; a 0.0 of any other rule is round-off that cancelled on this CPU). The batch's
     inputs are drawn at their (x1, x2) as dots filled with their own |delta out1|
     (``at_batch``, measured at their own x3, which is not the slice's) on the same scale: grey
     for exactly 0.0. ``axes``: one per rule, then one for the colour bar.
@@ -301,15 +303,16 @@ def heldout_drift(result, axes=None):
     cmap = matplotlib.colormaps["viridis"].with_extremes(under=ROUNDOFF_COLOUR)
     extent = [result["x1"][0], result["x1"][-1], result["x2"][0], result["x2"][-1]]
     for ax, rule in zip(axes, rules):
-        D = result[rule]
+        held = exact(rule)
+        D, at_batch = placed(result[rule], held), placed(result["at_batch"][rule], held)
         ax.add_patch(Rectangle((0, 0), 1, 1, transform=ax.transAxes, facecolor="0.93",
                                hatch="//", edgecolor="0.72", lw=0, zorder=0))
-        ax.imshow(np.ma.masked_equal(D, 0.0), origin="lower", extent=extent, cmap=cmap,
+        ax.imshow(np.ma.masked_equal(D, ZERO_FLOOR), origin="lower", extent=extent, cmap=cmap,
                   norm=norm, interpolation="nearest", zorder=1)
-        at_batch = result["at_batch"][rule]
         ax.scatter(*result["batch"].T, s=120, edgecolor="black", lw=1.6, zorder=3, clip_on=False,
-                   facecolor=[cmap(norm(d)) if d > 0 else "0.93" for d in at_batch])
-        note = f"on the slice: {_range_note(D)}\nat the batch: {_range_note(at_batch)}"
+                   facecolor=[cmap(norm(d)) if d > ZERO_FLOOR else "0.93" for d in at_batch])
+        note = (f"on the slice: {_range_note(result[rule], held)}\n"
+                f"at the batch: {_range_note(result['at_batch'][rule], held)}")
         ax.set_title(f"{fix_label(rule)}\n{note}", color=text_colour(rule), fontweight="bold",
                      fontsize=11)
         ax.set_xlabel("x1")

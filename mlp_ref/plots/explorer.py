@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.widgets import RadioButtons, Slider
 from PIL import Image  # matplotlib's own dependency
 
-from .axes import ZERO_FLOOR, at_floor, roundoff_band
+from .axes import ZERO_FLOOR, exact, placed, roundoff_band
 from .question import network_fixes
 from .style import FIX_LABELS, OUT_COLOURS, PALETTE, SETUP_LABELS, STYLE, new_figure, sci, styled
 
@@ -93,8 +93,9 @@ def explorer_panels(state, curve, axes=None, fig=None, portrait=False):
     lrs, drift = np.asarray(curve["lrs"]), np.asarray(curve["drift"])
     colour = PALETTE.get(state["fix"], "black")
     roundoff_band(ax, label=False)
-    ax.loglog(lrs, at_floor(drift), "-o", color=colour, ms=5)
-    ax.loglog([state["lr"]], [at_floor(state["drift_batch"])], "o", ms=14, mfc="none", mec="black",
+    held = exact(state["fix"])
+    ax.loglog(lrs, placed(drift, held), "-o", color=colour, ms=5)
+    ax.loglog([state["lr"]], [placed(state["drift_batch"], held)], "o", ms=14, mfc="none", mec="black",
               mew=2.2, zorder=5)
     ax.axvline(state["lr"], color="0.5", lw=1, ls=":")
     ax.set_ylim(ZERO_FLOOR / 5, max(1.0, 10 * float(np.max(drift))))

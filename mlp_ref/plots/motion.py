@@ -17,7 +17,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from PIL import Image  # matplotlib's own dependency
 
-from .axes import ROUNDOFF_TEXT, ZERO_FLOOR, roundoff_band
+from .axes import ROUNDOFF_ROW, ROUNDOFF_TEXT, ZERO_FLOOR, placed, roundoff_band
 from .continual import continual_steps
 from .question import backprop_stages, board
 from .style import MARKERS, PALETTE, new_figure, sci, styled
@@ -164,6 +164,11 @@ def projection_step_frames(geometry, frames):
     freeze_layout(fig)
     drawn = []
 
+    def on_screen(theta):
+        """theta to 1e-9 of the picture's span: far below a pixel, far above round-off, whose
+        last bits (another CPU's) would otherwise move an arrow's end across a pixel's edge."""
+        return np.round(np.asarray(theta) / span, 9) * span
+
     def arrow(start, end, colour):
         return left.annotate("", xy=end, xytext=start,
                              arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 2.2,
@@ -174,9 +179,9 @@ def projection_step_frames(geometry, frames):
         for artist in drawn:
             artist.remove()
         drawn.clear()
-        drawn.append(arrow(t0, f["naive"], PALETTE["naive"]))
-        drawn.append(arrow(t0, f["projected"], PALETTE["project"]))
-        path = f["restore"]
+        drawn.append(arrow(t0, on_screen(f["naive"]), PALETTE["naive"]))
+        drawn.append(arrow(t0, on_screen(f["projected"]), PALETTE["project"]))
+        path = on_screen(f["restore"])
         for a, b in zip(path[:-1], path[1:]):
             if np.linalg.norm(b - a) > 1e-3 * span:
                 drawn.append(arrow(a, b, PALETTE["project+restore"]))
@@ -189,9 +194,9 @@ def projection_step_frames(geometry, frames):
                 drawn.append(right.text(ZERO_FLOOR, i, "  (after the step)", va="center",
                                         fontsize=10, color="0.5"))
                 continue
-            width = max(abs(d), ZERO_FLOOR)
+            width = float(placed(d, exact=False))          # none of the three is exact
             drawn.append(right.barh(i, width, left=ZERO_FLOOR / 5, height=0.55, color=PALETTE[name])[0])
-            text = "0 exactly" if d == 0.0 else sci(abs(d))
+            text = "0 exactly" if d == 0.0 else "round-off" if width == ROUNDOFF_ROW else sci(abs(d))
             drawn.append(right.text(width * 1.6, i, text, va="center", fontsize=11))
         drawn.append(fig.text(0.5, 0.005, f["caption"], ha="center", va="bottom", fontsize=12,
                               style="italic"))

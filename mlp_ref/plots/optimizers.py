@@ -3,6 +3,8 @@ order, from ``mlp_ref.measurements.optimizers``.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..measurements.optimizers import OPTIMIZER_ORDERS
 from .axes import guide
 from .style import MARKERS, PALETTE, SETUP_LABELS, new_figure, styled, take_axes
@@ -36,10 +38,9 @@ def optimizer_order(result, axes=None):
         axes[1].semilogy(steps[1:], r["drift"][1:], markevery=every, label=name, **kw)
         axes[2].plot(steps, r["gain"], markevery=every, label=name, **kw)
     small = lrs <= result["slope_max_lr"]
-    first = {name: result[name]["one_step"][0] for name in OPTIMIZER_ORDERS}
     wrong, right = list(OPTIMIZER_ORDERS)
-    guide(axes[0], lrs[small], first[wrong], 1, "\u221d lr")
-    guide(axes[0], lrs[small], first[right], 2, "\u221d lr\u00b2")
+    guide(axes[0], lrs[small], np.asarray(result[wrong]["one_step"])[small], 1, "\u221d lr")
+    guide(axes[0], lrs[small], np.asarray(result[right]["one_step"])[small], 2, "\u221d lr\u00b2")
     axes[0].set_xlabel("Adam's lr (log)")
     axes[0].set_ylabel("max |\u0394out1| on the batch (log)")
     axes[0].set_title("one Adam step")
