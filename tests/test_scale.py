@@ -1,5 +1,5 @@
 """The scale ladder (measurements/scale.py): its memory of shifted images, one rung of each
-route on a small memory, and every number tutorial 09 and the README state of the ladder,
+route on a small memory, and every number tutorial 09 and benchmarks/README.md state of the ladder,
 asserted on the shipped run they are drawn from (resources/scale_cost.json, the output of
 ``python -m mlp_ref.measurements.scale --json``)."""
 import numpy as np
@@ -50,7 +50,7 @@ def test_gpm_at_one_holds_the_memory_harder_than_the_exact_route(small_rungs):
     assert small_rungs["gpm"]["memory_drift"] < 1e-9 < small_rungs["exact"]["memory_drift"]
 
 
-# -- the shipped ladder: what tutorial 09 and the README say of it ------------------------------
+# -- the shipped ladder: what tutorial 09 and benchmarks/README.md say of it --------------------
 @pytest.fixture(scope="module")
 def shipped():
     return scale.load()
@@ -72,7 +72,7 @@ def _rows(shipped, route):
 
 
 def test_tutorial_09_and_the_readme_say_what_the_ladder_measured(shipped):
-    """Tutorial 09's section 6 and the README's scale paragraph, number by number."""
+    """Tutorial 09's section 6 and benchmarks/README.md's scale ladder, number by number."""
     exact = {r["constraints"]: r for r in _rows(shipped, "exact")}
     gpm = [r for r in shipped["rows"] if r["route"].startswith("gpm")]
     # the exact route: 2.3 ms at 40, 55 ms at 640, 1.0 s at 2,560, 3.8 s and 311 MiB at 4,095
@@ -118,6 +118,28 @@ def test_tutorial_09_and_the_readme_say_what_the_ladder_measured(shipped):
     assert f"{exact[4095]['memory_drift']:.1e}" == "3.3e-04"
     assert (round(exact[4095]["new_acc"], 2), round(exact[4095]["old_acc"], 2)) == (0.78, 0.92)
     assert shipped["machine"]["cpus"] == 2 and shipped["machine"]["OPENBLAS_NUM_THREADS"] == "1"
+
+
+def test_the_performance_write_up_states_the_ladders_numbers(shipped):
+    """benchmarks/README.md's "The scale ladder" (paragraph and table) carries the numbers asserted
+    above, in the words it uses."""
+    from _runs import ROOT
+    text = " ".join((ROOT / "benchmarks" / "README.md").read_text().split())
+    text = text.split("## The scale ladder", 1)[1]
+    assert max(scale.ROWS) == 16000 and min(r["rows"] for r in shipped["rows"]) == 8
+    for claim in ("memories of 8 to 16,000 rows", "40 to 80,000 constraints",
+                  "2-core machine in one BLAS thread",
+                  "| a step | 2.3 ms at 40 constraints, 55 ms at 640, 1.0 s at 2,560 and 3.8 s at 4,095 | "
+                  "2.1 to 6.6 ms at every size from 40 to 80,000 |",
+                  "| its peak memory | 311 MiB at 4,095 constraints; 80,000 would need a 48 GiB Gram | "
+                  "3.2 MiB at every size |",
+                  "| once, before the steps | — | the bases, in at most 0.28 s and 5.9 MiB |",
+                  "| the memory's outputs | held to 3.3e-04 at 4,095 constraints | at threshold 1.0 held to "
+                  "round-off; at 0.9 they move by up to 0.66 |",
+                  "| the new digits | 78% learnt at 4,095 constraints | at thresholds 0.99 to 1.0, at most 1% "
+                  "from 2,560 constraints on; at 0.9, 72-81% from 160 on |",
+                  "The target of 2 s and 1 GiB a step at 80,000 constraints is met"):
+        assert claim in text, claim
 
 
 def test_tutorial_09_states_the_ladders_numbers():

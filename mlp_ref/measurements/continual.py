@@ -352,7 +352,7 @@ def load_cost():
 
 def constraint_cost_data(cost):
     """The arrays of continual_cost.png from a cost sweep (``constraint_cost`` or ``load_cost``),
-    and what its titles, tutorial 08 and the README say of them.
+    and what its titles, tutorial 08 and benchmarks/README.md say of them.
 
     Returns
     -------

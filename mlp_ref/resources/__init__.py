@@ -2,12 +2,12 @@
 so that an installed wheel finds them from any working directory.
 
     projection_cost.json   the bench run of the project's machine that projection_cost.png
-                           and the README's performance numbers are drawn from
+                           and benchmarks/README.md's numbers are drawn from
                            (``python -m mlp_ref bench --json``, whose default is this file)
     digits.npz             the 8 x 8 handwritten digits (UCI optdigits, CC BY 4.0), read by
                            ``data.digits_arrays``
     continual_cost.json    the cost sweep of holding 5 m constraints that continual_cost.png,
-                           tutorial 08 and the README are drawn from
+                           tutorial 08 and benchmarks/README.md are drawn from
                            (``python -m mlp_ref.measurements.continual --json``)
     field_table.json       the field's table on permuted digits that field_accuracy.png,
                            field_acc_bwt.png and tutorial 09 are drawn from
