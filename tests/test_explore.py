@@ -6,6 +6,7 @@ import os
 import shutil
 
 import numpy as np
+from matplotlib.collections import LineCollection
 import pytest
 from _drawn import cut_off_texts
 from _extras import in_ci
@@ -21,12 +22,12 @@ def drawn(live):
     dotted (unchanged) and solid (moved) edges."""
     ax = live.axes
     curve, ring = ax["drift"].lines[-3:-1]          # the curve, the ring; then the lr's line
-    net = ax["network"].lines
+    still, moving = [c for c in ax["network"].collections if isinstance(c, LineCollection)]
     return {"out1": np.array([p.get_height() for p in ax["out1"].patches]),
             "out2": np.array([p.get_height() for p in ax["out2"].patches]),
             "curve": curve.get_ydata(), "ring": (ring.get_xdata()[0], ring.get_ydata()[0]),
-            "unchanged": sum(line.get_linestyle() == ":" for line in net),
-            "moved": sum(line.get_linestyle() == "-" for line in net)}
+            "unchanged": len(still.get_segments()) if still.get_linestyle()[0][1] else 0,
+            "moved": len(moving.get_segments()) if not moving.get_linestyle()[0][1] else 0}
 
 
 def check_against_measurement(live):

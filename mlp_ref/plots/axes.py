@@ -14,7 +14,7 @@ import numpy as np
 
 from ..measurements.fits import ROUNDOFF
 from ..measurements.rules import RULES
-from .style import power
+from .style import power, sci
 
 #: Where a drift of exactly 0.0 is drawn on a log axis, and the top of the round-off band
 #: (``fits.ROUNDOFF``): a value in the band is float64 noise, not a drift.
@@ -33,6 +33,15 @@ def placed(values, exact):
     values = np.abs(np.asarray(values, dtype=float))
     zero = ZERO_FLOOR if exact else ROUNDOFF_ROW
     return np.where(values == 0.0, zero, np.where(values <= ROUNDOFF, ROUNDOFF_ROW, values))
+
+
+def drift_text(value, held):
+    """|value| as a figure writes it: "0 exactly" (only when ``held``, the rule's zero an
+    identity: see ``placed``), "round-off" in the band (its digits are one CPU's), else its value."""
+    value = abs(float(value))
+    if value == 0.0 and held:
+        return "0 exactly"
+    return f"round-off (\u2264 {ROUNDOFF_TEXT})" if value <= ROUNDOFF else sci(value)
 
 
 def exact(rule):

@@ -9,8 +9,10 @@ import re
 
 import matplotlib
 import numpy as np
+from matplotlib.collections import LineCollection
 from matplotlib.patches import Rectangle
 
+from .axes import drift_text, exact
 from .style import (HATCHES, OUT_COLOURS, PALETTE, SETUP_LABELS, STAGE_CMAP, fix_label, new_figure, power,
                     num, sci, styled, take_axes, text_colour)
 
@@ -264,8 +266,9 @@ def network_fixes(result, axes=None):
                                      vmax=10 ** np.ceil(np.log10(moved.max())))
     cmap = matplotlib.colormaps[CHANGE_CMAP]
 
-    def shade(value):
-        t = float(np.clip(norm(value), 0.0, 1.0))
+    def shade(values):
+        """The colours and widths of changes ``values`` (an array: one norm and one colour map call)."""
+        t = np.clip(norm(np.asarray(values, dtype=float)), 0.0, 1.0)
         return cmap(0.12 + 0.88 * t), 0.8 + 4.2 * t
 
     pos = _layer_positions(sizes)
@@ -274,39 +277,45 @@ def network_fixes(result, axes=None):
               [f"out{i + 1}" for i in range(n)] for l, n in enumerate(sizes[1:], start=1)]
     for ax, rule in zip(axes, rules):
         delta = result[rule]["delta"]
+        still, moving, changes = [], [], []             # one collection each: a draw, not 300
         for l in range(1, len(sizes)):
             W = delta[f"W{l}"]
             order = np.argsort(W, axis=None)                 # the largest drawn last, on top
             for flat in order:
                 i, j = np.unravel_index(flat, W.shape)
-                (x0, y0), (x1, y1) = pos[l - 1][i], pos[l][j]
+                edge = [pos[l - 1][i], pos[l][j]]
                 if W[i, j] == 0.0:
-                    ax.plot([x0, x1], [y0, y1], color="0.7", lw=0.9, ls=":", zorder=1)
+                    still.append(edge)
                 else:
-                    colour, width = shade(W[i, j])
-                    ax.plot([x0, x1], [y0, y1], color=colour, lw=width, zorder=2,
-                            solid_capstyle="round")
+                    moving.append(edge)
+                    changes.append(W[i, j])
+        colours, widths = shade(changes)
+        ax.add_collection(LineCollection(still, colors="0.7", linewidths=0.9, linestyles=":", zorder=1))
+        ax.add_collection(LineCollection(moving, colors=colours, linewidths=widths, zorder=2,
+                                         capstyle="round"))
         for l, layer in enumerate(pos):
+            if l == 0:
+                faces, edges, styles = ["0.85"] * len(layer), ["0.4"] * len(layer), ["-"] * len(layer)
+            else:
+                db = delta[f"b{l}"]
+                faces = ["white" if v == 0.0 else tuple(c) for v, c in zip(db, shade(db)[0])]
+                edges = ["0.5" if v == 0.0 else "0.2" for v in db]
+                styles = [":" if v == 0.0 else "-" for v in db]
+            ax.scatter(*np.transpose(layer), s=560, facecolors=faces, edgecolors=edges, linewidths=1.4,
+                       linestyles=styles, zorder=3)
             for i, (x, y) in enumerate(layer):
-                if l == 0:
-                    face, edge, ls = "0.85", "0.4", "-"
-                else:
-                    db = delta[f"b{l}"][i]
-                    face, edge, ls = ("white", "0.5", ":") if db == 0.0 else (shade(db)[0], "0.2", "-")
-                ax.scatter([x], [y], s=560, facecolor=face, edgecolor=edge, linewidth=1.4,
-                           linestyle=ls, zorder=3)
+                # the labels stand inside the axes' limits: the layout need not measure them
                 if l == len(pos) - 1:              # "out1" does not fit in a node: beside it
                     ax.text(x + 0.24, y, names[l][i], ha="left", va="center", fontsize=11,
-                            zorder=4)
+                            zorder=4, in_layout=False)
                     continue
-                on_node = "black" if l == 0 or face == "white" or norm(db) < 0.55 else "white"
+                dark = l > 0 and db[i] != 0.0 and norm(db[i]) >= 0.55
                 ax.text(x, y, names[l][i], ha="center", va="center", fontsize=10, zorder=4,
-                        color=on_node)
+                        color="white" if dark else "black", in_layout=False)
         ax.set_xlim(-0.3, len(sizes) - 0.3)
         ax.set_ylim(-(max(sizes) - 1) / 2 - 0.55, (max(sizes) - 1) / 2 + 0.55)
         ax.set_axis_off()
-        drift = result[rule]["drift_batch"]
-        d_text = "0 exactly" if drift == 0.0 else sci(drift)
+        d_text = drift_text(result[rule]["drift_batch"], exact(rule))
         ax.set_title(f"{fix_label(rule)}\n{_NETWORK_TAKEAWAYS.get(rule, '')}",
                      color=text_colour(rule), fontweight="bold", fontsize=12, va="bottom")
         ax.text(0.5, -0.02, f"max |\u0394out1| = {d_text}", transform=ax.transAxes, ha="center",
