@@ -5,6 +5,7 @@ temporary file may stay behind (after SIGKILL: until the next write of any file 
 A writer that is alive keeps its temporary file, whatever process id it shows (containers sharing
 a folder see each other's process ids as foreign)."""
 import contextlib
+import errno
 import os
 import signal
 import stat
@@ -255,3 +256,113 @@ def test_bench_json_is_written_whole_through_the_shared_helper(tmp_path):
     data = np.arange(3).tobytes()
     assert atomic.write_atomically("--json", path, lambda f: f.write(data)) == str(path)
     assert path.read_bytes() == data and os.listdir(tmp_path) == ["out.json"]
+
+
+# -- what a target may be: a regular file is replaced, a symlink followed, a device written in
+# place; a FIFO, a socket or a folder refused, and so is a name past the file system's NAME_MAX --
+def _writers(target):
+    """Each writer of the package once on ``target``: (its argument's name, the write)."""
+    return [("--json", lambda: atomic.write_atomically("--json", target, lambda f: f.write(b'{"new": 1}'))),
+            ("path", lambda: net342(seed=5).save(target))]
+
+
+def _special(tmp_path, kind):
+    """A FIFO, a socket, or a symlink to a FIFO in ``tmp_path``: (its path, the test of its kind)."""
+    if kind == "socket":
+        import socket
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(tmp_path / "sock"))
+        sock.close()                               # the socket file stays
+        return tmp_path / "sock", stat.S_ISSOCK
+    os.mkfifo(tmp_path / "fifo")
+    if kind == "fifo":
+        return tmp_path / "fifo", stat.S_ISFIFO
+    os.symlink("fifo", tmp_path / "link")
+    return tmp_path / "link", stat.S_ISFIFO
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "symlink to a fifo"])
+def test_a_fifo_or_a_socket_is_refused_not_replaced(tmp_path, kind):
+    target, is_kind = _special(tmp_path, kind)
+    before = sorted(os.listdir(tmp_path))
+    for name, write in _writers(target):
+        with pytest.raises(OSError) as info:
+            write()
+        assert info.value.argument == name and str(info.value).startswith(f"{name}: "), info.value
+        assert is_kind(os.stat(target).st_mode) and sorted(os.listdir(tmp_path)) == before
+    assert atomic.check_target("--json", tmp_path / "other.json") == str(tmp_path / "other.json")
+
+
+def test_a_symlink_is_followed_and_stays_a_link_to_the_new_file(tmp_path):
+    (tmp_path / "real").mkdir()
+    real = tmp_path / "real" / "net.npz"
+    net342(seed=1).save(real)
+    os.symlink(real, tmp_path / "first")
+    os.symlink("first", tmp_path / "second")                     # a chain of two links
+    os.symlink("real/new.npz", tmp_path / "dangling")             # to a file not written yet
+    net342(seed=2).save(tmp_path / "second")
+    net342(seed=3).save(tmp_path / "dangling")
+    assert os.readlink(tmp_path / "second") == "first" and os.readlink(tmp_path / "first") == str(real)
+    assert os.readlink(tmp_path / "dangling") == "real/new.npz"
+    same_network(mr.MLP.load(real), net342(seed=2))
+    same_network(mr.MLP.load(tmp_path / "real" / "new.npz"), net342(seed=3))
+    assert sorted(os.listdir(tmp_path / "real")) == ["net.npz", "new.npz"]
+    # a link to a folder that does not exist, or a loop: refused, naming the link
+    os.symlink("nowhere/x.npz", tmp_path / "lost")
+    os.symlink("loop", tmp_path / "loop")
+    for link in ("lost", "loop"):
+        with pytest.raises(OSError, match=rf"^path: '.*{link}'") as info:
+            net342().save(tmp_path / link)
+        assert info.value.argument == "path" and os.path.islink(tmp_path / link)
+
+
+def _device(tmp_path, name, minor):
+    """A character device of the kernel's memory driver (major 1): /dev/null (minor 3) or
+    /dev/full (7). As root, who could replace the system's own, a node of our own in
+    ``tmp_path``; otherwise the system's (which such a user cannot replace)."""
+    if os.geteuid() != 0:
+        return Path(f"/dev/{name}")
+    node = tmp_path / name
+    try:
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, minor))
+    except PermissionError:
+        pytest.skip("root without CAP_MKNOD: no device node of our own to write")
+    return node
+
+
+def test_a_character_device_is_written_in_place_and_stays_a_device(tmp_path):
+    # the decision alone, on the system's /dev/null: written in place (nothing is written here)
+    assert atomic.target("--json", "/dev/null") == ("/dev/null", True)
+    null = _device(tmp_path, "null", 3)
+    os.symlink(null, tmp_path / "to_null")
+    before = os.stat(null)
+    for target in (null, tmp_path / "to_null"):
+        for _, write in _writers(target):
+            write()
+            after = os.stat(null)
+            assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+    assert os.path.islink(tmp_path / "to_null")
+    assert atomic.temp_files(null) == [] and atomic.temp_files(tmp_path / "to_null") == []
+    # a full device is a full disk: WriteError, and the device stays
+    full = _device(tmp_path, "full", 7)
+    for name, write in _writers(full):
+        with pytest.raises(atomic.WriteError) as info:
+            write()
+        assert (info.value.argument, info.value.errno) == (name, errno.ENOSPC)
+        assert stat.S_ISCHR(os.stat(full).st_mode)
+
+
+def test_a_name_past_name_max_is_refused_and_one_at_it_is_written(tmp_path):
+    name_max = os.pathconf(tmp_path, "PC_NAME_MAX")
+    at_limit = tmp_path / ("n" * (name_max - 4) + ".npz")
+    net342(seed=4).save(at_limit)              # its temporary name is longer: cut to fit
+    same_network(mr.MLP.load(at_limit), net342(seed=4))
+    assert os.listdir(tmp_path) == [at_limit.name]
+    for target in (tmp_path / ("n" * (name_max - 3) + ".npz"),
+                   tmp_path / ("d" * (name_max + 1)) / "net.npz"):
+        for name, write in _writers(target):
+            with pytest.raises(OSError) as info:
+                write()
+            assert (info.value.argument, info.value.errno) == (name, errno.ENAMETOOLONG)
+            assert str(name_max) in str(info.value) and ".tmp" not in str(info.value)
+    assert os.listdir(tmp_path) == [at_limit.name]
