@@ -71,7 +71,7 @@ print("saved", flush=True)
 @contextlib.contextmanager
 def writing(script, target):
     """A child running ``script`` (TARGET, FOLDER set to the target and its folder), yielded once
-    it has written half a file; killed on leaving if it still runs."""
+    it has written half a file (it prints "writing"); killed on leaving if it still runs."""
     env = dict(os.environ, MPLBACKEND="Agg",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     head = f"TARGET = {str(target)!r}\nFOLDER = {str(target.parent)!r}\n"
@@ -79,7 +79,11 @@ def writing(script, target):
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     try:
-        assert child.stdout.readline() == "writing\n", child.stderr.read()
+        for line in child.stdout:                # (a command may print its header first)
+            if line == "writing\n":
+                break
+        else:
+            raise AssertionError(child.stderr.read())
         yield child
     finally:
         if child.poll() is None:
@@ -166,14 +170,60 @@ def test_writers_with_foreign_process_ids_into_one_folder_all_succeed(tmp_path):
                                                    f"own{FOREIGN_PID + 1}.npz"])
 
 
-def test_figures_stopped_by_ctrl_c_say_so_in_one_line_and_keep_the_old_file(tmp_path):
-    path = tmp_path / "projection_cost.png"
-    path.write_bytes(b"the old figure")
-    code, err, during = interrupt(SLOW_FIGURE, path, signal.SIGINT)
-    assert len(during) == 1
-    assert code == 130
-    assert err.count("\n") == 1 and "interrupted" in err and "Traceback" not in err, err
-    assert path.read_bytes() == b"the old figure" and os.listdir(tmp_path) == [path.name]
+# Ctrl-C in every command: each child's work is replaced by a quick stand-in (the subject is the
+# interruption, not the work), and the write pauses after its bytes are in the temporary file and
+# before the rename (os.fsync), or inside the figure's savefig: there SIGINT comes
+PAUSE_AT_FSYNC = """
+import os, time
+def paused(fd):
+    print("writing", flush=True); time.sleep(60)
+os.fsync = paused
+"""
+PAUSE_IN_TABLE = """
+import time
+from mlp_ref.measurements import table
+def paused(**kwargs):
+    print("writing", flush=True); time.sleep(60)
+table.question_table = paused
+"""
+STAND_INS = {
+    "animate": "from mlp_ref.classroom import animations\nanimations.gif = lambda name: (b'GIF89a new', 1)",
+    "explore": "from mlp_ref.classroom import explorable\nexplorable.page_data = lambda grid, log=None: {}",
+    "slides": ("from mlp_ref.classroom import deck\nimport mlp_ref.plots.slides as drawing\n"
+               "deck.draw = lambda log=None: []\ndrawing.write_pdf = lambda f, drawn, meta: f.write(b'%PDF-new')"),
+    "continual-table": ("from mlp_ref.measurements import permuted\npermuted.run = lambda log: None\n"
+                        "permuted.as_json = lambda result: {'new': 1}\npermuted.format_table = lambda result: 'new'"),
+    "bench": "from mlp_ref.fast import bench\nbench.run = lambda **kw: {}\nbench.format_table = lambda r: 'new'",
+}
+#: command -> (the script its child runs, its argv, the file it writes (None: it writes none))
+CTRL_C = {
+    "figures": (SLOW_FIGURE, None, "projection_cost.png"),
+    "animate": (PAUSE_AT_FSYNC + STAND_INS["animate"], ["animate", "--out", "FOLDER"], "backprop.gif"),
+    "explore": (PAUSE_AT_FSYNC + STAND_INS["explore"], ["explore", "--html", "TARGET"], "page.html"),
+    "slides": (PAUSE_AT_FSYNC + STAND_INS["slides"], ["slides", "--out", "TARGET"], "deck.pdf"),
+    "continual-table": (PAUSE_AT_FSYNC + STAND_INS["continual-table"], ["continual-table", "--json", "TARGET"],
+                        "table.json"),
+    "bench": (PAUSE_AT_FSYNC + STAND_INS["bench"], ["bench", "--json", "TARGET"], "bench.json"),
+    "table": (PAUSE_IN_TABLE, ["table"], None),
+}
+
+
+@pytest.mark.parametrize("command", CTRL_C)
+def test_ctrl_c_in_any_command_is_one_line_status_130_and_the_old_file_intact(tmp_path, command):
+    """As figures and check end: no traceback, one line saying the command was interrupted,
+    exit status 130, the file it was writing as it was, and no temporary file left."""
+    script, argv, written = CTRL_C[command]
+    if argv is not None:
+        script += ("\nimport sys\nfrom mlp_ref.classroom import cli\n"
+                   f"sys.exit(cli.main([{', '.join(a if a in ('TARGET', 'FOLDER') else repr(a) for a in argv)}]))\n")
+    path = tmp_path / (written or "untouched")
+    path.write_bytes(b"the old file")
+    code, err, during = interrupt(script, path, signal.SIGINT)
+    assert len(during) == (written is not None)          # SIGINT came during the write
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 130 and "Traceback" not in err and len(lines) == 1, err
+    assert lines[0].startswith(f"{command}: ") and "interrupted" in lines[0], err
+    assert path.read_bytes() == b"the old file" and os.listdir(tmp_path) == [path.name]
 
 
 def test_a_killed_figures_run_is_cleaned_up_by_the_next_run_of_any_figure(tmp_path):

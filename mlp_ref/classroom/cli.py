@@ -181,8 +181,10 @@ def cmd_continual_table(args):
     def log(line):
         print(f"\r{line}   ", end="", file=sys.stderr, flush=True)
 
-    result = permuted.run(log=log)
-    print(file=sys.stderr)
+    try:
+        result = permuted.run(log=log)
+    finally:
+        print(file=sys.stderr)                    # ends the progress line, also on Ctrl-C
     failed = args.json and atomic.write_results(args.json, json.dumps(permuted.as_json(result), indent=1) + "\n")
     print(permuted.format_table(result))
     if failed:
