@@ -226,6 +226,29 @@ def test_ctrl_c_in_any_command_is_one_line_status_130_and_the_old_file_intact(tm
     assert path.read_bytes() == b"the old file" and os.listdir(tmp_path) == [path.name]
 
 
+# Ctrl-C that lands in a finalizer (a weakref callback of the garbage collector, a __del__): Python
+# reports it as "Exception ignored" and goes on, so the command would finish and exit 0
+CTRL_C_IN_A_FINALIZER = """
+import sys, time
+from mlp_ref.measurements import table
+class Collected:
+    def __del__(self):
+        print("writing", flush=True); time.sleep(60)
+def work(**kwargs):
+    Collected()                    # collected at once: SIGINT comes inside its __del__
+    time.sleep(30)                 # the rest of the work, which Ctrl-C must not wait for
+table.question_table = work
+from mlp_ref.classroom import cli
+sys.exit(cli.main(["table"]))
+"""
+
+
+def test_ctrl_c_that_lands_in_a_finalizer_still_stops_the_command(tmp_path):
+    code, err, _ = interrupt(CTRL_C_IN_A_FINALIZER, tmp_path / "untouched", signal.SIGINT)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 130 and len(lines) == 1 and lines[0].startswith("table: "), err
+
+
 def test_a_killed_figures_run_is_cleaned_up_by_the_next_run_of_any_figure(tmp_path):
     path = tmp_path / "projection_cost.png"
     code, _, during = interrupt(SLOW_FIGURE, path, signal.SIGKILL)

@@ -1,12 +1,16 @@
 """The command line: ``python -m mlp_ref COMMAND`` or ``mlp-ref COMMAND``."""
 from __future__ import annotations
 
+import _thread
 import argparse
+import contextlib
 import errno
 import json
 import math
 import os
+import signal
 import sys
+import threading
 
 from ..boundary import checks
 from ..boundary.argtypes import path, rows_list, sizes_list, whole
@@ -273,7 +277,8 @@ def main(argv=None):
     if problem:
         parser.error(problem)                     # usage and the message, exit status 2
     try:
-        status = COMMANDS[args.command][0](args)
+        with _ctrl_c_never_lost():
+            status = COMMANDS[args.command][0](args)
         sys.stdout.flush()
         return status
     except KeyboardInterrupt:
@@ -295,6 +300,42 @@ def main(argv=None):
             _drop_stdout()
             return 1
         raise
+
+
+@contextlib.contextmanager
+def _ctrl_c_never_lost():
+    """While the block runs, a Ctrl-C that lands in a finalizer (a ``__del__``, a weakref callback
+    of the garbage collector, as matplotlib's figures have) still stops the command. Python reports
+    a KeyboardInterrupt raised there as "Exception ignored in ..." and goes on: the command would
+    finish its work and exit 0. So the interrupt is sent again, by a helper thread, once the
+    finalizer has returned (sent from within it, it would be handled and ignored there again);
+    should it land in another finalizer, the same happens again. If the work ends first, the
+    block raises KeyboardInterrupt itself."""
+    default, resent = sys.unraisablehook, []
+
+    def send_again():
+        if hasattr(signal, "pthread_kill"):       # a signal wakes a main thread that waits
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        else:
+            _thread.interrupt_main()
+
+    def hook(unraisable):
+        if issubclass(unraisable.exc_type, KeyboardInterrupt):
+            resent.append(threading.Timer(0.001, send_again))
+            resent[-1].start()
+        else:
+            default(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = default
+        for timer in resent:                      # none may interrupt what follows the command
+            timer.cancel()
+            timer.join()
+    if resent:
+        raise KeyboardInterrupt
 
 
 def _drop_stdout():
