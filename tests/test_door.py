@@ -81,10 +81,14 @@ def test_a_file_command_refuses_a_bad_target_at_once_in_one_line(command, tmp_pa
 
 def test_slides_refuse_a_pdf_whose_notes_file_could_not_be_written(tmp_path, no_work, capsys):
     """FILE.pdf fits in NAME_MAX, its notes FILE.notes.md (5 bytes more) do not: refused before
-    the PDF is drawn, not after it is written."""
+    the PDF is drawn, not after it is written. A device (/dev/null, through a symlink here) is
+    refused too: its notes would be a new file beside it, in /dev."""
     stem = "s" * (os.pathconf(tmp_path, "PC_NAME_MAX") - len(".pdf"))
     err = refused_in_one_line(["slides", "--out", str(tmp_path / f"{stem}.pdf")], "--out", capsys)
     assert ".notes.md" in err and os.listdir(tmp_path) == []
+    os.symlink(os.devnull, tmp_path / "null.pdf")          # (nothing is written: no_work)
+    refused_in_one_line(["slides", "--out", str(tmp_path / "null.pdf")], "--out", capsys)
+    assert os.listdir(tmp_path) == ["null.pdf"] and stat.S_ISCHR(os.stat(os.devnull).st_mode)
 
 
 @pytest.mark.parametrize("command", FOLDER_COMMANDS)
@@ -96,7 +100,7 @@ def test_a_folder_command_refuses_a_bad_folder_or_file_in_it_at_once(command, tm
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / written).mkdir()                              # a folder under its name
     name_max = os.pathconf(tmp_path, "PC_NAME_MAX")
-    for kind, folder in [("under a file", tmp_path / "file" / "sub"),
+    for kind, folder in [("under a file", tmp_path / "file" / "sub"), ("a fifo", tmp_path / "out" / written),
                          ("too long", tmp_path / "new" / ("n" * (name_max + 1))),
                          ("a fifo in it", tmp_path / "out"), ("a folder in it", tmp_path / "busy")]:
         before = sorted(os.walk(tmp_path))

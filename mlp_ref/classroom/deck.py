@@ -162,6 +162,9 @@ def write(out, log=None):
     """The deck as the PDF ``out`` and its notes as ``out`` with .notes.md for .pdf, each whole
     or not at all. Returns (pdf path, notes path)."""
     out = atomic.check_target("--out", out)          # both files, before anything is drawn
+    if atomic.target("--out", out)[1]:
+        raise atomic.refused(OSError, "--out", f"{out!r} is a device; the deck is a PDF with its notes "
+                                               "beside it (FILE.notes.md): name a file")
     notes_path = atomic.check_target("--out", notes_file(out))
     from ..plots import slides as drawing
     drawn = draw(log)

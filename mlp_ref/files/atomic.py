@@ -225,7 +225,7 @@ def target(name, path):
     existing = _deepest_existing(absolute)
     if existing != absolute:                    # a new file, perhaps in new folders
         if not os.path.isdir(existing):
-            raise refused(NotADirectoryError, name, f"{existing!r} in {path!r} is a file, not a folder")
+            raise refused(NotADirectoryError, name, f"{existing!r} in {path!r} is {_not_a_folder(existing)}")
         _check_new_names(name, existing, absolute)
         folder = os.path.dirname(absolute)
         if not os.path.isdir(folder):
@@ -270,6 +270,11 @@ def target(name, path):
     return where, False
 
 
+def _not_a_folder(path):
+    """What ``path``, which exists and is not a folder, is instead: "a file, not a folder"."""
+    return "a file, not a folder" if os.path.isfile(path) else "not a folder"
+
+
 def _deepest_existing(absolute):
     """The longest leading part of the absolute path ``absolute`` that exists (a dangling
     symlink exists; a name too long for its file system does not)."""
@@ -308,7 +313,7 @@ def check_folder(name, folder):
     existing = _deepest_existing(absolute)
     if not os.path.isdir(existing):
         where = folder if existing == absolute else existing
-        raise refused(NotADirectoryError, name, f"{where!r} is a file, not a folder")
+        raise refused(NotADirectoryError, name, f"{where!r} is {_not_a_folder(existing)}")
     if existing != absolute:
         _check_new_names(name, existing, absolute)
         if not os.access(existing, os.W_OK | os.X_OK):
