@@ -5,6 +5,7 @@ temporary file may stay behind (after SIGKILL: until the next write of any file 
 A writer that is alive keeps its temporary file, whatever process id it shows (containers sharing
 a folder see each other's process ids as foreign)."""
 import contextlib
+import errno
 import os
 import signal
 import stat
@@ -70,7 +71,7 @@ print("saved", flush=True)
 @contextlib.contextmanager
 def writing(script, target):
     """A child running ``script`` (TARGET, FOLDER set to the target and its folder), yielded once
-    it has written half a file; killed on leaving if it still runs."""
+    it has written half a file (it prints "writing"); killed on leaving if it still runs."""
     env = dict(os.environ, MPLBACKEND="Agg",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     head = f"TARGET = {str(target)!r}\nFOLDER = {str(target.parent)!r}\n"
@@ -78,7 +79,11 @@ def writing(script, target):
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     try:
-        assert child.stdout.readline() == "writing\n", child.stderr.read()
+        for line in child.stdout:                # (a command may print its header first)
+            if line == "writing\n":
+                break
+        else:
+            raise AssertionError(child.stderr.read())
         yield child
     finally:
         if child.poll() is None:
@@ -165,14 +170,83 @@ def test_writers_with_foreign_process_ids_into_one_folder_all_succeed(tmp_path):
                                                    f"own{FOREIGN_PID + 1}.npz"])
 
 
-def test_figures_stopped_by_ctrl_c_say_so_in_one_line_and_keep_the_old_file(tmp_path):
-    path = tmp_path / "projection_cost.png"
-    path.write_bytes(b"the old figure")
-    code, err, during = interrupt(SLOW_FIGURE, path, signal.SIGINT)
-    assert len(during) == 1
-    assert code == 130
-    assert err.count("\n") == 1 and "interrupted" in err and "Traceback" not in err, err
-    assert path.read_bytes() == b"the old figure" and os.listdir(tmp_path) == [path.name]
+# Ctrl-C in every command: each child's work is replaced by a quick stand-in (the subject is the
+# interruption, not the work), and the write pauses after its bytes are in the temporary file and
+# before the rename (os.fsync), or inside the figure's savefig: there SIGINT comes
+PAUSE_AT_FSYNC = """
+import os, time
+def paused(fd):
+    print("writing", flush=True); time.sleep(60)
+os.fsync = paused
+"""
+PAUSE_IN_TABLE = """
+import time
+from mlp_ref.measurements import table
+def paused(**kwargs):
+    print("writing", flush=True); time.sleep(60)
+table.question_table = paused
+"""
+STAND_INS = {
+    "animate": "from mlp_ref.classroom import animations\nanimations.gif = lambda name: (b'GIF89a new', 1)",
+    "explore": "from mlp_ref.classroom import explorable\nexplorable.page_data = lambda grid, log=None: {}",
+    "slides": ("from mlp_ref.classroom import deck\nimport mlp_ref.plots.slides as drawing\n"
+               "deck.draw = lambda log=None: []\ndrawing.write_pdf = lambda f, drawn, meta: f.write(b'%PDF-new')"),
+    "continual-table": ("from mlp_ref.measurements import permuted\npermuted.run = lambda log: None\n"
+                        "permuted.as_json = lambda result: {'new': 1}\npermuted.format_table = lambda result: 'new'"),
+    "bench": "from mlp_ref.fast import bench\nbench.run = lambda **kw: {}\nbench.format_table = lambda r: 'new'",
+}
+#: command -> (the script its child runs, its argv, the file it writes (None: it writes none))
+CTRL_C = {
+    "figures": (SLOW_FIGURE, None, "projection_cost.png"),
+    "animate": (PAUSE_AT_FSYNC + STAND_INS["animate"], ["animate", "--out", "FOLDER"], "backprop.gif"),
+    "explore": (PAUSE_AT_FSYNC + STAND_INS["explore"], ["explore", "--html", "TARGET"], "page.html"),
+    "slides": (PAUSE_AT_FSYNC + STAND_INS["slides"], ["slides", "--out", "TARGET"], "deck.pdf"),
+    "continual-table": (PAUSE_AT_FSYNC + STAND_INS["continual-table"], ["continual-table", "--json", "TARGET"],
+                        "table.json"),
+    "bench": (PAUSE_AT_FSYNC + STAND_INS["bench"], ["bench", "--json", "TARGET"], "bench.json"),
+    "table": (PAUSE_IN_TABLE, ["table"], None),
+}
+
+
+@pytest.mark.parametrize("command", CTRL_C)
+def test_ctrl_c_in_any_command_is_one_line_status_130_and_the_old_file_intact(tmp_path, command):
+    """As figures and check end: no traceback, one line saying the command was interrupted,
+    exit status 130, the file it was writing as it was, and no temporary file left."""
+    script, argv, written = CTRL_C[command]
+    if argv is not None:
+        script += ("\nimport sys\nfrom mlp_ref.classroom import cli\n"
+                   f"sys.exit(cli.main([{', '.join(a if a in ('TARGET', 'FOLDER') else repr(a) for a in argv)}]))\n")
+    path = tmp_path / (written or "untouched")
+    path.write_bytes(b"the old file")
+    code, err, during = interrupt(script, path, signal.SIGINT)
+    assert len(during) == (written is not None)          # SIGINT came during the write
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 130 and "Traceback" not in err and len(lines) == 1, err
+    assert lines[0].startswith(f"{command}: ") and "interrupted" in lines[0], err
+    assert path.read_bytes() == b"the old file" and os.listdir(tmp_path) == [path.name]
+
+
+# Ctrl-C that lands in a finalizer (a weakref callback of the garbage collector, a __del__): Python
+# reports it as "Exception ignored" and goes on, so the command would finish and exit 0
+CTRL_C_IN_A_FINALIZER = """
+import sys, time
+from mlp_ref.measurements import table
+class Collected:
+    def __del__(self):
+        print("writing", flush=True); time.sleep(60)
+def work(**kwargs):
+    Collected()                    # collected at once: SIGINT comes inside its __del__
+    time.sleep(30)                 # the rest of the work, which Ctrl-C must not wait for
+table.question_table = work
+from mlp_ref.classroom import cli
+sys.exit(cli.main(["table"]))
+"""
+
+
+def test_ctrl_c_that_lands_in_a_finalizer_still_stops_the_command(tmp_path):
+    code, err, _ = interrupt(CTRL_C_IN_A_FINALIZER, tmp_path / "untouched", signal.SIGINT)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 130 and len(lines) == 1 and lines[0].startswith("table: "), err
 
 
 def test_a_killed_figures_run_is_cleaned_up_by_the_next_run_of_any_figure(tmp_path):
@@ -255,3 +329,113 @@ def test_bench_json_is_written_whole_through_the_shared_helper(tmp_path):
     data = np.arange(3).tobytes()
     assert atomic.write_atomically("--json", path, lambda f: f.write(data)) == str(path)
     assert path.read_bytes() == data and os.listdir(tmp_path) == ["out.json"]
+
+
+# -- what a target may be: a regular file is replaced, a symlink followed, a device written in
+# place; a FIFO, a socket or a folder refused, and so is a name past the file system's NAME_MAX --
+def _writers(target):
+    """Each writer of the package once on ``target``: (its argument's name, the write)."""
+    return [("--json", lambda: atomic.write_atomically("--json", target, lambda f: f.write(b'{"new": 1}'))),
+            ("path", lambda: net342(seed=5).save(target))]
+
+
+def _special(tmp_path, kind):
+    """A FIFO, a socket, or a symlink to a FIFO in ``tmp_path``: (its path, the test of its kind)."""
+    if kind == "socket":
+        import socket
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(tmp_path / "sock"))
+        sock.close()                               # the socket file stays
+        return tmp_path / "sock", stat.S_ISSOCK
+    os.mkfifo(tmp_path / "fifo")
+    if kind == "fifo":
+        return tmp_path / "fifo", stat.S_ISFIFO
+    os.symlink("fifo", tmp_path / "link")
+    return tmp_path / "link", stat.S_ISFIFO
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "symlink to a fifo"])
+def test_a_fifo_or_a_socket_is_refused_not_replaced(tmp_path, kind):
+    target, is_kind = _special(tmp_path, kind)
+    before = sorted(os.listdir(tmp_path))
+    for name, write in _writers(target):
+        with pytest.raises(OSError) as info:
+            write()
+        assert info.value.argument == name and str(info.value).startswith(f"{name}: "), info.value
+        assert is_kind(os.stat(target).st_mode) and sorted(os.listdir(tmp_path)) == before
+    assert atomic.check_target("--json", tmp_path / "other.json") == str(tmp_path / "other.json")
+
+
+def test_a_symlink_is_followed_and_stays_a_link_to_the_new_file(tmp_path):
+    (tmp_path / "real").mkdir()
+    real = tmp_path / "real" / "net.npz"
+    net342(seed=1).save(real)
+    os.symlink(real, tmp_path / "first")
+    os.symlink("first", tmp_path / "second")                     # a chain of two links
+    os.symlink("real/new.npz", tmp_path / "dangling")             # to a file not written yet
+    net342(seed=2).save(tmp_path / "second")
+    net342(seed=3).save(tmp_path / "dangling")
+    assert os.readlink(tmp_path / "second") == "first" and os.readlink(tmp_path / "first") == str(real)
+    assert os.readlink(tmp_path / "dangling") == "real/new.npz"
+    same_network(mr.MLP.load(real), net342(seed=2))
+    same_network(mr.MLP.load(tmp_path / "real" / "new.npz"), net342(seed=3))
+    assert sorted(os.listdir(tmp_path / "real")) == ["net.npz", "new.npz"]
+    # a link to a folder that does not exist, or a loop: refused, naming the link
+    os.symlink("nowhere/x.npz", tmp_path / "lost")
+    os.symlink("loop", tmp_path / "loop")
+    for link in ("lost", "loop"):
+        with pytest.raises(OSError, match=rf"^path: '.*{link}'") as info:
+            net342().save(tmp_path / link)
+        assert info.value.argument == "path" and os.path.islink(tmp_path / link)
+
+
+def _device(tmp_path, name, minor):
+    """A character device of the kernel's memory driver (major 1): /dev/null (minor 3) or
+    /dev/full (7). As root, who could replace the system's own, a node of our own in
+    ``tmp_path``; otherwise the system's (which such a user cannot replace)."""
+    if os.geteuid() != 0:
+        return Path(f"/dev/{name}")
+    node = tmp_path / name
+    try:
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, minor))
+    except PermissionError:
+        pytest.skip("root without CAP_MKNOD: no device node of our own to write")
+    return node
+
+
+def test_a_character_device_is_written_in_place_and_stays_a_device(tmp_path):
+    # the decision alone, on the system's /dev/null: written in place (nothing is written here)
+    assert atomic.target("--json", "/dev/null") == ("/dev/null", True)
+    null = _device(tmp_path, "null", 3)
+    os.symlink(null, tmp_path / "to_null")
+    before = os.stat(null)
+    for target in (null, tmp_path / "to_null"):
+        for _, write in _writers(target):
+            write()
+            after = os.stat(null)
+            assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+    assert os.path.islink(tmp_path / "to_null")
+    assert atomic.temp_files(null) == [] and atomic.temp_files(tmp_path / "to_null") == []
+    # a full device is a full disk: WriteError, and the device stays
+    full = _device(tmp_path, "full", 7)
+    for name, write in _writers(full):
+        with pytest.raises(atomic.WriteError) as info:
+            write()
+        assert (info.value.argument, info.value.errno) == (name, errno.ENOSPC)
+        assert stat.S_ISCHR(os.stat(full).st_mode)
+
+
+def test_a_name_past_name_max_is_refused_and_one_at_it_is_written(tmp_path):
+    name_max = os.pathconf(tmp_path, "PC_NAME_MAX")
+    at_limit = tmp_path / ("n" * (name_max - 4) + ".npz")
+    net342(seed=4).save(at_limit)              # its temporary name is longer: cut to fit
+    same_network(mr.MLP.load(at_limit), net342(seed=4))
+    assert os.listdir(tmp_path) == [at_limit.name]
+    for target in (tmp_path / ("n" * (name_max - 3) + ".npz"),
+                   tmp_path / ("d" * (name_max + 1)) / "net.npz"):
+        for name, write in _writers(target):
+            with pytest.raises(OSError) as info:
+                write()
+            assert (info.value.argument, info.value.errno) == (name, errno.ENAMETOOLONG)
+            assert str(name_max) in str(info.value) and ".tmp" not in str(info.value)
+    assert os.listdir(tmp_path) == [at_limit.name]

@@ -100,14 +100,13 @@ def write_all(out="figures", names=None, log=print):
     unknown = [n for n in names if n not in ANIMATIONS]
     if unknown:
         raise ValueError(f"names: unknown animations {unknown}; known: {list(ANIMATIONS)}")
-    if os.path.isfile(out):
-        raise atomic.refused(NotADirectoryError, "out", f"{out!r} is a file, not a folder")
-    atomic.make_folder("out", out)
+    targets = [os.path.join(out, name) for name in names]
+    figures.ready(out, targets)
     paths = []
-    for i, name in enumerate(names, 1):
+    for i, (name, path) in enumerate(zip(names, targets), 1):
         t0 = time.perf_counter()
         data, n = gif(name)
-        path = atomic.write_atomically("out", os.path.join(out, name), lambda f: f.write(data))
+        path = atomic.write_atomically("out", path, lambda f: f.write(data))
         paths.append(path)
         log(f"[{i}/{len(names)}] {path}  ({n} frames, {len(data) // 1024} KiB, "
             f"{time.perf_counter() - t0:.1f} s)")

@@ -1,12 +1,16 @@
 """The command line: ``python -m mlp_ref COMMAND`` or ``mlp-ref COMMAND``."""
 from __future__ import annotations
 
+import _thread
 import argparse
+import contextlib
 import errno
 import json
 import math
 import os
+import signal
 import sys
+import threading
 
 from ..boundary import checks
 from ..boundary.argtypes import path, rows_list, sizes_list, whole
@@ -82,23 +86,7 @@ def cmd_figures(args):
     if unknown:
         print(f"--only: unknown figures {unknown}; known: {', '.join(FIGURES)}", file=sys.stderr)
         return 2
-    try:
-        write_all(args.out, names=only or None, fmt=args.format)
-    except KeyboardInterrupt:
-        # each file is written whole or not at all: what was there is intact
-        print("figures: interrupted; every figure file is whole (old or new, none half-written)",
-              file=sys.stderr)
-        return 130
-    except OSError as exc:
-        # write_all blames its argument out (our --out) for every error of its folder and files
-        named = getattr(exc, "argument", None) == "out"
-        if not named and exc.errno in (errno.EPIPE, errno.ENOSPC):
-            raise                   # the progress lines' stdout, not --out: main says so
-        print(f"--{exc}" if named else f"--out: cannot write figures into {args.out!r} "
-                                       f"({exc.strerror or exc})", file=sys.stderr)
-        # a write that failed (a full disk) is the machine's failure; a folder refused before
-        # any figure is drawn is the command line's: a usage error
-        return 1 if isinstance(exc, atomic.WriteError) else 2
+    write_all(args.out, names=only or None, fmt=args.format)
     return 0
 
 
@@ -115,43 +103,33 @@ def positive_seconds(text):
 
 def cmd_animate(args):
     """Write the animations (GIFs) into --out (default: figures/)."""
-    try:
-        animations.write_all(args.out)
-    except OSError as exc:
-        named = getattr(exc, "argument", None) == "out"
-        print(f"--{exc}" if named else f"--out: cannot write animations into {args.out!r} "
-                                       f"({exc.strerror or exc})", file=sys.stderr)
-        return 1 if isinstance(exc, atomic.WriteError) else 2
+    animations.write_all(args.out)
     return 0
 
 
 def cmd_explore(args):
     """The explorer: a window, or with --html a static page (see mlp_ref/explorable.py)."""
-    try:
-        return explorable.main(args.html, log=lambda line: print(line, file=sys.stderr))
-    except OSError as exc:
-        print(f"--html: cannot write {args.html!r} ({exc.strerror or exc})", file=sys.stderr)
-        return 1 if isinstance(exc, atomic.WriteError) else 2
+    return explorable.main(args.html, log=lambda line: print(line, file=sys.stderr))
 
 
 def cmd_slides(args):
     """The deck for the 90-minute class, and its speaker notes (see mlp_ref/deck.py)."""
-    try:
-        pdf, notes = deck.write(args.out, log=lambda line: print(line, file=sys.stderr))
-    except OSError as exc:
-        print(f"--out: cannot write {args.out!r} ({exc.strerror or exc})", file=sys.stderr)
-        return 1 if isinstance(exc, atomic.WriteError) else 2
+    pdf, notes = deck.write(args.out, log=lambda line: print(line, file=sys.stderr))
     print(f"wrote {pdf} and {notes}", file=sys.stderr)
     return 0
 
 
 def cmd_check(args):
     """Grade exercises of tutorials/exercises, one file or a class (see mlp_ref/classroom/grading/)."""
+    if args.gradebook is not None:
+        atomic.check_target("--gradebook", args.gradebook)   # before the class is graded
     return grading.main(args.files, gradebook=args.gradebook, time_limit=args.time_limit)
 
 
 def cmd_bench(args):
     """Time a training step, its matmuls, and each fix's cost (see mlp_ref/fast/bench.py)."""
+    if args.json is not None:
+        atomic.check_target("--json", args.json)         # before the minutes of measuring
     return bench.main(args)
 
 
@@ -176,7 +154,7 @@ def _dense_limit_gib(text):
 
 
 def check_bench_args(args):
-    """The bench options that name sizes and files, checked against each other and this machine
+    """The bench options that name sizes, checked against each other and this machine
     before any work: a message naming the option, never a MemoryError or a lost result at the end.
 
     Returns None, or the message (starting with the option's name) of the first problem.
@@ -196,28 +174,21 @@ def check_bench_args(args):
         if memory is not None and need > memory:
             return (f"--memory-rows: m = {m} holds {constraints} constraints, whose Gram alone "
                     f"needs about {checks.gib(need)}, more than this machine's memory ({checks.gib(memory)})")
-    if args.json is not None:
-        try:
-            atomic.check_target("--json", args.json)
-        except (OSError, TypeError) as exc:
-            return str(exc)
     return None
 
 
 def cmd_continual_table(args):
     """The field's table: permuted digits, every method's R, ACC and BWT (measurements/permuted.py)."""
     if args.json is not None:
-        try:                                      # before the run, not after a minute of it
-            atomic.check_target("--json", args.json)
-        except (OSError, TypeError) as exc:
-            print(str(exc), file=sys.stderr)
-            return 2
+        atomic.check_target("--json", args.json)      # before the run, not after a minute of it
 
     def log(line):
         print(f"\r{line}   ", end="", file=sys.stderr, flush=True)
 
-    result = permuted.run(log=log)
-    print(file=sys.stderr)
+    try:
+        result = permuted.run(log=log)
+    finally:
+        print(file=sys.stderr)                    # ends the progress line, also on Ctrl-C
     failed = args.json and atomic.write_results(args.json, json.dumps(permuted.as_json(result), indent=1) + "\n")
     print(permuted.format_table(result))
     if failed:
@@ -310,18 +281,65 @@ def main(argv=None):
     if args.command != "bench":                   # the classroom's small networks: one BLAS thread
         threads.one_blas_thread(sys.orig_argv if started_here else None)
     try:
-        status = COMMANDS[args.command][0](args)
+        with _ctrl_c_never_lost():
+            status = COMMANDS[args.command][0](args)
         sys.stdout.flush()
         return status
+    except KeyboardInterrupt:
+        # every file is written whole or not at all (files/atomic.py): what was there is intact
+        print(f"{args.command}: interrupted (Ctrl-C); no file is left half-written", file=sys.stderr)
+        return 130
     except BrokenPipeError:                       # `mlp-ref stages | head`: the reader has gone
         _drop_stdout()
         return 1
     except OSError as exc:
+        if getattr(exc, "argument", None) is not None:
+            # a file option's target: refused at the door (a usage error, 2), or the machine
+            # failed to write it (a full disk, 1); the message starts with the option's name
+            text = str(exc)
+            print(text if text.startswith("-") else f"--{text}", file=sys.stderr)
+            return 1 if isinstance(exc, atomic.WriteError) else 2
         if exc.errno == errno.ENOSPC:             # `> /dev/full`: stdout itself cannot be written
             print(f"{args.command}: cannot write the output ({exc.strerror})", file=sys.stderr)
             _drop_stdout()
             return 1
         raise
+
+
+@contextlib.contextmanager
+def _ctrl_c_never_lost():
+    """While the block runs, a Ctrl-C that lands in a finalizer (a ``__del__``, a weakref callback
+    of the garbage collector, as matplotlib's figures have) still stops the command. Python reports
+    a KeyboardInterrupt raised there as "Exception ignored in ..." and goes on: the command would
+    finish its work and exit 0. So the interrupt is sent again, by a helper thread, once the
+    finalizer has returned (sent from within it, it would be handled and ignored there again);
+    should it land in another finalizer, the same happens again. If the work ends first, the
+    block raises KeyboardInterrupt itself."""
+    default, resent = sys.unraisablehook, []
+
+    def send_again():
+        if hasattr(signal, "pthread_kill"):       # a signal wakes a main thread that waits
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        else:
+            _thread.interrupt_main()
+
+    def hook(unraisable):
+        if issubclass(unraisable.exc_type, KeyboardInterrupt):
+            resent.append(threading.Timer(0.001, send_again))
+            resent[-1].start()
+        else:
+            default(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = default
+        for timer in resent:                      # none may interrupt what follows the command
+            timer.cancel()
+            timer.join()
+    if resent:
+        raise KeyboardInterrupt
 
 
 def _drop_stdout():

@@ -153,12 +153,20 @@ def draw(log=None):
     return slides_drawn
 
 
+def notes_file(out):
+    """The speaker notes' file beside the PDF ``out``: FILE.notes.md for FILE.pdf."""
+    return (out[:-4] if out.lower().endswith(".pdf") else out) + ".notes.md"
+
+
 def write(out, log=None):
     """The deck as the PDF ``out`` and its notes as ``out`` with .notes.md for .pdf, each whole
     or not at all. Returns (pdf path, notes path)."""
+    out = atomic.check_target("--out", out)          # both files, before anything is drawn
+    if atomic.target("--out", out)[1]:
+        raise atomic.refused(OSError, "--out", f"{out!r} is a device; the deck is a PDF with its notes "
+                                               "beside it (FILE.notes.md): name a file")
+    notes_path = atomic.check_target("--out", notes_file(out))
     from ..plots import slides as drawing
-    stem = out[:-4] if out.lower().endswith(".pdf") else out
-    notes_path = stem + ".notes.md"
     drawn = draw(log)
     software = figures.png_metadata()["Software"]
     meta = {"Creator": software, "Producer": software, "CreationDate": None, "ModDate": None,

@@ -190,7 +190,9 @@ def page(data, grid=GRID):
 
 
 def write_html(path, grid=GRID, log=None):
-    """Write the static page to ``path``, whole or not at all. Returns the path."""
+    """Write the static page to ``path``, whole or not at all; ``path`` is checked before the
+    states are computed (``atomic.target``). Returns the path."""
+    path = atomic.check_target("--html", path)
     text = page(page_data(grid, log), grid)
     return atomic.write_atomically("--html", path, lambda f: f.write(text.encode("utf-8")))
 

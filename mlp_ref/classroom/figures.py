@@ -207,6 +207,16 @@ def scale_ladder():
     return scale.load()
 
 
+def ready(out, targets):
+    """Check the folder ``out`` and every file ``targets`` in it before anything is drawn (the
+    refusals of ``atomic.target``, naming ``out``), then make the folder."""
+    atomic.check_folder("out", out)
+    if os.path.isdir(out):
+        for path in targets:
+            atomic.check_target("out", path)
+    atomic.make_folder("out", out)
+
+
 def write_all(out="figures", names=None, log=print, fmt="png"):
     """Draw every figure (or those in ``names``) into the folder ``out`` as ``fmt`` files
     (png, svg or pdf; a name's .png becomes .svg or .pdf); return the paths.
@@ -215,19 +225,17 @@ def write_all(out="figures", names=None, log=print, fmt="png"):
     leaves the figures it had not finished as they were. A disk that fills up raises
     ``atomic.WriteError`` (an OSError) naming ``out`` and the file it could not write.
     """
-    from .. import plots  # matplotlib: only when a figure is drawn
-
     if fmt not in FORMATS:
         raise ValueError(f"fmt: expected one of {', '.join(FORMATS)}, got {fmt!r}")
     names = list(FIGURES) if names is None else list(names)
     unknown = [n for n in names if n not in FIGURES]
     if unknown:
         raise ValueError(f"names: unknown figures {unknown}; known: {list(FIGURES)}")
-    if os.path.isfile(out):
-        raise atomic.refused(NotADirectoryError, "out", f"{out!r} is a file, not a folder")
-    atomic.make_folder("out", out)
-    atomic.check_target("out", os.path.join(out, "figure." + fmt))
+    targets = [os.path.join(out, os.path.splitext(name)[0] + "." + fmt) for name in names]
+    ready(out, targets)
     import matplotlib
+
+    from .. import plots  # matplotlib: only when a figure is drawn
 
     # svg.hashsalt: the SVG's element ids come from a fixed salt, not a random one
     paths, meta = [], metadata(fmt)
@@ -235,7 +243,7 @@ def write_all(out="figures", names=None, log=print, fmt="png"):
         for i, name in enumerate(names, 1):
             t0 = time.perf_counter()
             fig = FIGURES[name](plots)
-            path = os.path.join(out, os.path.splitext(name)[0] + "." + fmt)
+            path = targets[i - 1]
             atomic.write_atomically("out", path,
                                     lambda f: fig.savefig(f, format=fmt, metadata=meta))
             paths.append(path)

@@ -21,6 +21,13 @@ person who finds such a file; nothing here decides by it.
 
 A write that fails part way (a full disk, a quota, an I/O error) raises ``WriteError``, an
 OSError with the system's errno whose message starts with the caller's argument name.
+
+What a target may be is decided once, by ``check_target``, before any work: a new file or a
+regular file is replaced as above; a symlink is followed, and the file it points at is replaced
+(the link stays, pointing at the new file); a character device (``/dev/null``) is written in
+place, never replaced; a FIFO, a socket, a block device or a folder is refused, as is a name
+longer than its file system's NAME_MAX. Renaming over a FIFO or a device would put a regular
+file in its place, and as root that could be the system's own ``/dev/null``.
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ import errno
 import os
 import re
 import signal
+import stat
 import threading
 import uuid
 
@@ -96,8 +104,26 @@ def make_folder(name, folder):
         raise refused(type(exc), name, f"cannot make the folder {folder!r} ({exc.strerror})") from None
 
 
+#: bytes of a temporary name besides its target's: the dots, a process id of up to 10 digits,
+#: the uuid's 32 digits and the suffix
+_TEMP_EXTRA = 1 + 1 + 10 + 1 + 32 + len(_SUFFIX)
+
+
 def _temp_prefix(path):
-    return f".{os.path.basename(path)}."
+    """".TARGET.", with TARGET cut (in bytes) so that the temporary name fits in NAME_MAX: a target
+    whose own name is near the limit is written, not refused when its temporary is made."""
+    base = os.fsencode(os.path.basename(path))
+    keep = max(1, (_name_max(os.path.dirname(os.path.abspath(path))) or 255) - _TEMP_EXTRA)
+    return f".{os.fsdecode(base[:keep])}."
+
+
+def _name_max(folder):
+    """The file system's longest name in bytes (NAME_MAX) for ``folder``, or None if it does
+    not say."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (AttributeError, OSError, ValueError):     # no pathconf (Windows), no such folder
+        return None
 
 
 def temp_files(path):
@@ -170,27 +196,132 @@ def _create(name, path):
 
 
 def check_target(name, path):
-    """``path`` as str, with a folder that exists and can be written, and not itself a folder.
-
-    Raises the matching OSError (FileNotFoundError, NotADirectoryError, IsADirectoryError,
-    PermissionError) whose message starts with ``name``: checked before any work is done.
-    """
+    """``path`` as str, checked before any work is done: see ``target``."""
     path = checks.path(name, path)
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.exists(folder):
-        parent = folder
-        while parent and not os.path.exists(parent):
-            parent = os.path.dirname(parent)
-        if parent and not os.path.isdir(parent):
-            raise refused(NotADirectoryError, name, f"{parent!r} in {path!r} is a file, not a folder")
-        raise refused(FileNotFoundError, name, f"folder {folder!r} does not exist")
-    if not os.path.isdir(folder):
-        raise refused(NotADirectoryError, name, f"{folder!r} in {path!r} is a file, not a folder")
-    if os.path.isdir(path):
-        raise refused(IsADirectoryError, name, f"{path!r} is a folder; expected a file name")
+    target(name, path)
+    return path
+
+
+#: what stat says a file is, for the kinds a writer refuses
+_REFUSED_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                  (stat.S_ISBLK, "a block device"))
+
+
+def target(name, path):
+    """(the file to write, whether it is written in place) for the target ``path`` (a str).
+
+    The file is ``path`` with its symlinks followed, replaced by a new file (``write_atomically``),
+    or a character device, written in place (``/dev/null``: it stays the device). Refused, with
+    an OSError whose message starts with ``name`` and whose ``argument`` is ``name``:
+
+    * a folder that does not exist (FileNotFoundError), or a file where a folder should be
+      (NotADirectoryError); a name longer than the file system's NAME_MAX (OSError, ENAMETOOLONG);
+    * a folder (IsADirectoryError); a FIFO, a socket or a block device, or a symlink to one, or a
+      symlink that loops (OSError);
+    * a folder that cannot be written, a read-only file, another user's file in a sticky folder
+      such as /tmp (PermissionError).
+    """
+    absolute = os.path.abspath(path)
+    existing = _deepest_existing(absolute)
+    if existing != absolute:                    # a new file, perhaps in new folders
+        if not os.path.isdir(existing):
+            raise refused(NotADirectoryError, name, f"{existing!r} in {path!r} is {_not_a_folder(existing)}")
+        _check_new_names(name, existing, absolute)
+        folder = os.path.dirname(absolute)
+        if not os.path.isdir(folder):
+            raise refused(FileNotFoundError, name, f"folder {folder!r} does not exist")
+        _check_writable_folder(name, folder)
+        return absolute, False
+    try:
+        info = os.stat(absolute)                # through every symlink
+    except FileNotFoundError:                   # a symlink to a name that does not exist yet
+        where = os.path.realpath(absolute)
+        if os.path.lexists(where):              # (a guard: the call below must not recurse again)
+            raise refused(OSError, name, f"{path!r} is a symlink that cannot be followed") from None
+        try:
+            return target(name, where)[0], False
+        except OSError as exc:              # say which name the user gave
+            reason = str(exc)[len(name) + 2:]
+            raise refused(type(exc), name, f"{path!r} is a symlink to {where!r}; {reason}") from None
+    except OSError as exc:                      # a loop (ELOOP), a folder we may not search
+        what = "is a symlink that loops" if exc.errno == errno.ELOOP else "cannot be looked at"
+        raise refused(type(exc), name, f"{path!r} {what} ({exc.strerror})") from None
+    through = f" (the symlink's target {os.path.realpath(absolute)!r})" if os.path.islink(absolute) else ""
+    if stat.S_ISDIR(info.st_mode):
+        raise refused(IsADirectoryError, name, f"{path!r}{through} is a folder; expected a file name")
+    if stat.S_ISCHR(info.st_mode):              # /dev/null, /dev/tty: written in place
+        if not os.access(absolute, os.W_OK):
+            raise refused(PermissionError, name, f"{path!r}{through} is a device this user cannot write")
+        return absolute, True
+    for is_kind, kind in _REFUSED_KINDS:
+        if is_kind(info.st_mode):
+            raise refused(OSError, name, f"{path!r}{through} is {kind}, not a regular file; "
+                                         "it is not replaced (name a file)")
+    where = os.path.realpath(absolute)
+    folder = os.path.dirname(where)
+    _check_writable_folder(name, folder)
+    if not os.access(where, os.W_OK):
+        raise refused(PermissionError, name, f"{path!r}{through} is read-only")
+    folder_info, euid = os.stat(folder), getattr(os, "geteuid", lambda: 0)()
+    if (folder_info.st_mode & stat.S_ISVTX and euid != 0
+            and euid not in (info.st_uid, folder_info.st_uid)):
+        raise refused(PermissionError, name, f"{path!r}{through} is another user's file in the "
+                                             f"sticky folder {folder!r}, which only they may replace")
+    return where, False
+
+
+def _not_a_folder(path):
+    """What ``path``, which exists and is not a folder, is instead: "a file, not a folder"."""
+    return "a file, not a folder" if os.path.isfile(path) else "not a folder"
+
+
+def _deepest_existing(absolute):
+    """The longest leading part of the absolute path ``absolute`` that exists (a dangling
+    symlink exists; a name too long for its file system does not)."""
+    existing = absolute
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    return existing
+
+
+def _check_new_names(name, existing, absolute):
+    """Refuse a name to be made below the folder ``existing`` that is longer than its file
+    system's NAME_MAX (the system would refuse it only when the file is written, after the work)."""
+    limit = _name_max(existing)
+    if limit is None:
+        return
+    for part in os.path.relpath(absolute, existing).split(os.sep):
+        size = len(os.fsencode(part))
+        if size > limit:
+            short = part if len(part) <= 40 else part[:20] + "..." + part[-16:]
+            error = refused(OSError, name, f"the name {short!r} is {size} bytes long, more than the "
+                                           f"{limit} that the file system of {existing!r} allows")
+            error.errno = errno.ENAMETOOLONG
+            raise error
+
+
+def _check_writable_folder(name, folder):
     if not os.access(folder, os.W_OK | os.X_OK):
         raise refused(PermissionError, name, f"folder {folder!r} is not writable")
-    return path
+
+
+def check_folder(name, folder):
+    """``folder`` as str, a folder that is there or can be made (``make_folder``) and written,
+    checked before any work: refused as ``target`` refuses, with ``name`` in front."""
+    folder = checks.path(name, folder)
+    absolute = os.path.abspath(folder)
+    existing = _deepest_existing(absolute)
+    if not os.path.isdir(existing):
+        where = folder if existing == absolute else existing
+        raise refused(NotADirectoryError, name, f"{where!r} is {_not_a_folder(existing)}")
+    if existing != absolute:
+        _check_new_names(name, existing, absolute)
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise refused(PermissionError, name, f"cannot make the folder {folder!r}: "
+                                                 f"{existing!r} is not writable")
+    else:
+        _check_writable_folder(name, folder)
+    return folder
 
 
 @contextlib.contextmanager
@@ -216,16 +347,20 @@ def _sigterm_raises():
 def write_atomically(name, path, write):
     """Call ``write(f)`` on a binary file object, then give its bytes the name ``path``.
 
-    ``name`` is the argument's name in messages (``path``, ``--json``, ``--out``). On any
-    failure or interruption the temporary file is removed and ``path`` is left as it was; a
-    failure of the write itself (a full disk) raises ``WriteError`` naming ``name`` and
-    ``path``. Returns ``path`` as str.
+    ``name`` is the argument's name in messages (``path``, ``--json``, ``--out``). The target is
+    checked first (``target``): refused, or followed through its symlinks, or a character device
+    written in place. On any failure or interruption the temporary file is removed and ``path``
+    is left as it was; a failure of the write itself (a full disk) raises ``WriteError`` naming
+    ``name`` and ``path``. Returns ``path`` as str.
     """
-    path = check_target(name, path)
-    for tmp in _temp_files_in(os.path.dirname(os.path.abspath(path))):
+    path = checks.path(name, path)
+    where, in_place = target(name, path)
+    if in_place:
+        return _write_device(name, path, where, write)
+    for tmp in _temp_files_in(os.path.dirname(where)):
         _remove_if_stale(tmp)
     with _sigterm_raises():
-        tmp, fd = _create(name, path)
+        tmp, fd = _create(name, where)
         # the lock lives as long as any descriptor of the file: this copy keeps it from the
         # file's close until it has its final name (with no fcntl there is no lock to keep)
         lock = os.dup(fd) if fcntl is not None else None
@@ -239,8 +374,9 @@ def write_atomically(name, path, write):
                 if exc.errno not in _WRITE_REASONS:
                     raise
                 raise _write_error(name, f"write {path!r}", exc, target=path) from None
+            _still_replaceable(name, path, where)
             try:
-                os.replace(tmp, path)
+                os.replace(tmp, where)
             except OSError as exc:
                 raise _write_error(name, f"write {path!r}", exc, target=path) from None
         finally:
@@ -248,6 +384,33 @@ def write_atomically(name, path, write):
                 os.remove(tmp)               # (gone already when it has its final name)
             if lock is not None:
                 os.close(lock)
+    return path
+
+
+def _still_replaceable(name, path, where):
+    """Refuse, just before the rename, a ``where`` that became something other than a regular
+    file while the bytes were written (a FIFO or a device made in its place meanwhile)."""
+    try:
+        mode = os.lstat(where).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise refused(OSError, name, f"{path!r} stopped being a regular file while it was written; "
+                                     "it is not replaced")
+
+
+def _write_device(name, path, where, write):
+    """Write into the character device ``where`` in place: opened without O_CREAT, so that if it
+    went away meanwhile no regular file takes its name."""
+    flags = os.O_WRONLY | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        with os.fdopen(os.open(where, flags), "wb") as f:
+            write(f)
+            f.flush()
+    except OSError as exc:
+        if exc.errno not in _WRITE_REASONS:
+            raise
+        raise _write_error(name, f"write {path!r}", exc) from None
     return path
 
 
