@@ -6,6 +6,11 @@ BLAS threads it used, against the targets of the issue "Seconds, not minutes".
     python benchmarks/classroom.py --threads 2          # the user sets OPENBLAS_NUM_THREADS=2
     python benchmarks/classroom.py --repo OTHER_CHECKOUT --label before
     python benchmarks/classroom.py --only figures 09    # some rows
+    python benchmarks/classroom.py --json benchmarks/classroom.json   # the committed run
+
+``benchmarks/classroom.json`` is this project's run, on its 2-core machine: the times that
+README.md and the teacher's guide state are read from it, and tests/test_tutorials.py checks that
+they are its numbers.
 
 Each row runs once (these are seconds, not microseconds: the spread between runs on a quiet
 machine is a few percent, on a busy one much more; the CPU seconds vary less than the wall
@@ -13,7 +18,9 @@ seconds, since a waiting process pays no CPU, but a BLAS thread spinning for wor
 into a temporary folder; the checkout is left as it was. Not a test: the tests never time.
 """
 import argparse
+import json
 import os
+import platform
 import resource
 import shutil
 import subprocess
@@ -60,6 +67,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, help="set OPENBLAS_NUM_THREADS and its kin to this")
     parser.add_argument("--label", default="", help="a word for the table's heading")
     parser.add_argument("--only", nargs="+", default=[], help="rows whose name contains one of these")
+    parser.add_argument("--json", type=Path, help="also write the rows as JSON into this file")
     args = parser.parse_args(argv)
     env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
     env.update(MPLBACKEND="Agg", PYTHONPATH=str(args.repo))
@@ -68,20 +76,34 @@ def main(argv=None):
     threads = (f"{args.threads} (set by the user)" if args.threads
                else "chosen by the command (mlp-ref: 1; an older checkout: one per CPU)")
     rows = [r for r in ROWS if not args.only or any(o in r[0] for o in args.only)]
+    load = os.getloadavg()[0]
     print(f"{args.label or args.repo}: BLAS threads {threads}; {os.cpu_count()} CPUs, "
-          f"load {os.getloadavg()[0]:.1f}", flush=True)
+          f"load {load:.1f}", flush=True)
     print(f"| {'command':18} | {'CPU s':>7} | {'wall s':>7} | {'target':>6} | |")
     print(f"|{'-' * 20}|{'-' * 9}|{'-' * 9}|{'-' * 8}|---|")
     out = Path(tempfile.mkdtemp(prefix="mlp-ref-classroom-"))
+    measured = {}
     try:
         for name, command, target in rows:
             command = [c.replace("OUT", str(out)) for c in command]
             cpu, wall, status, tail = measure(command, args.repo, env)
+            measured[name] = {"cpu_s": round(cpu, 1), "wall_s": round(wall, 1), "target_cpu_s": target,
+                              "status": status}
             verdict = "ok" if status == 0 and cpu <= target else (
                 f"exit {status}: {tail}" if status else f"over by {cpu - target:.1f} s")
             print(f"| {name:18} | {cpu:7.1f} | {wall:7.1f} | {target:6d} | {verdict} |", flush=True)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+    if args.json:
+        import numpy
+        if args.only and args.json.exists():        # some rows measured again: the others kept
+            measured = {**json.loads(args.json.read_text())["rows"], **measured}
+            measured = {name: measured[name] for name, _, _ in ROWS if name in measured}
+        document = {"rows": measured, "blas_threads": threads,
+                    "machine": {"cpus": os.cpu_count(), "load_at_start": round(load, 1),
+                                "python": platform.python_version(), "numpy": numpy.__version__,
+                                "processor": platform.machine()}}
+        args.json.write_text(json.dumps(document, indent=1) + "\n")
 
 
 if __name__ == "__main__":

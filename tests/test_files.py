@@ -101,7 +101,11 @@ def interrupt(script, target, sig):
     return child.returncode, err, during
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+#: each case a child process (its startup costs CPU): the fast suite runs one, the slow suite both
+SIGNALS = [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
 def test_a_save_stopped_mid_write_leaves_the_old_file_and_no_temporary(tmp_path, sig):
     path = tmp_path / "net.npz"
     old = net342(seed=1)
@@ -114,7 +118,8 @@ def test_a_save_stopped_mid_write_leaves_the_old_file_and_no_temporary(tmp_path,
     same_network(mr.MLP.load(path), old)
 
 
-@pytest.mark.parametrize("script", [SLOW_SAVE, FOREIGN_SAVE], ids=["own-pid", "foreign-pid"])
+@pytest.mark.parametrize("script", [SLOW_SAVE, pytest.param(FOREIGN_SAVE, marks=pytest.mark.slow)],
+                         ids=["own-pid", "foreign-pid"])
 def test_a_killed_save_leaves_a_temporary_that_the_next_write_into_its_folder_removes(tmp_path, script):
     path = tmp_path / "net.npz"
     code, _, during = interrupt(script, path, signal.SIGKILL)
@@ -208,7 +213,12 @@ CTRL_C = {
 }
 
 
-@pytest.mark.parametrize("command", CTRL_C)
+#: the fast suite interrupts two of them (a child each: startup costs CPU), the slow suite the rest
+FAST_CTRL_C = ("figures", "table")
+
+
+@pytest.mark.parametrize("command", [c if c in FAST_CTRL_C else pytest.param(c, marks=pytest.mark.slow)
+                                     for c in CTRL_C])
 def test_ctrl_c_in_any_command_is_one_line_status_130_and_the_old_file_intact(tmp_path, command):
     """As figures and check end: no traceback, one line saying the command was interrupted,
     exit status 130, the file it was writing as it was, and no temporary file left."""
@@ -243,6 +253,7 @@ sys.exit(cli.main(["table"]))
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_that_lands_in_a_finalizer_still_stops_the_command(tmp_path):
     code, err, _ = interrupt(CTRL_C_IN_A_FINALIZER, tmp_path / "untouched", signal.SIGINT)
     lines = [line for line in err.splitlines() if line.strip()]
@@ -257,7 +268,7 @@ def test_a_killed_figures_run_is_cleaned_up_by_the_next_run_of_any_figure(tmp_pa
     assert os.listdir(tmp_path) == ["seed_problem.png"]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", SIGNALS)
 def test_a_json_write_stopped_mid_write_leaves_nothing(tmp_path, sig):
     path = tmp_path / "bench.json"
     code, err, during = interrupt(SLOW_JSON, path, sig)

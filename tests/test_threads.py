@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from _runs import ROOT
 
 #: A program that chooses its BLAS threads as a command does, and says what it saw.
@@ -67,6 +68,7 @@ def test_with_threadpoolctl_the_loaded_blas_runs_one_thread(tmp_path):
     assert described == "BLAS threads: 1; chosen: 1 thread (threadpoolctl)"
 
 
+@pytest.mark.slow
 def test_a_command_without_threadpoolctl_gives_the_same_output(tmp_path):
     # `stages` started again with one thread prints what it prints with the user's one thread
     again = run(tmp_path, "-m", "mlp_ref", "stages", hide_threadpoolctl=True)
