@@ -3,10 +3,18 @@
     An MLP has two outputs; the loss gradient with respect to the outputs is G = [0, -1].
     A gradient step raises output 2, but output 1 moves too. How do we hold output 1 fixed?
 
-The package is layered, each layer importing only those before it:
+The folders show the house, lowest first; a module imports only from its own room or a lower
+one (``tests/test_layout.py`` reads the rooms from these folders and checks every import):
 
-    activations -> network (MLP) -> jacobian, pseudoinverse -> fixes -> optim -> measurements
-                -> plots -> cli
+    mlp_ref/*.py    the lesson: activations -> network (MLP) -> jacobian, pseudoinverse -> fixes,
+                    baselines -> optim, with architectures, losses, data, setups, gradcheck;
+                    beside it boundary/ (what the lesson refuses: checks, diagnosis), files/
+                    (atomic writes, saving) and resources/ (the shipped data)
+    fast/           the fast tier, its bench, the BLAS thread count
+    measurements/   plain arrays, one module per topic
+    plots/          matplotlib, one function per figure
+    classroom/      the command line, figures, tutorials' runner, animations, explorer, slides,
+                    the grader
 
 in two tiers: ``network``, ``jacobian`` and ``fixes`` are the reference, the lesson, written as
 the formulas; ``fast`` has the same gradient, step, projection and restore with every trick for

@@ -108,12 +108,12 @@ def cmd_animate(args):
 
 
 def cmd_explore(args):
-    """The explorer: a window, or with --html a static page (see mlp_ref/explorable.py)."""
+    """The explorer: a window, or with --html a static page (see mlp_ref/classroom/explorable.py)."""
     return explorable.main(args.html, log=lambda line: print(line, file=sys.stderr))
 
 
 def cmd_slides(args):
-    """The deck for the 90-minute class, and its speaker notes (see mlp_ref/deck.py)."""
+    """The deck for the 90-minute class, and its speaker notes (see mlp_ref/classroom/deck.py)."""
     pdf, notes = deck.write(args.out, log=lambda line: print(line, file=sys.stderr))
     print(f"wrote {pdf} and {notes}", file=sys.stderr)
     return 0
