@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from _extras import require
 from _runs import ROOT
 
 #: A program that chooses its BLAS threads as a command does, and says what it saw.
@@ -57,6 +58,7 @@ def test_a_users_choice_is_kept(tmp_path):
 
 
 def test_with_threadpoolctl_the_loaded_blas_runs_one_thread(tmp_path):
+    require("threadpoolctl", "test")
     code = ("import numpy, threadpoolctl\nfrom mlp_ref.fast import threads\n"
             "print(threads.one_blas_thread())\n"
             "print(sorted({p['num_threads'] for p in threadpoolctl.threadpool_info() "
