@@ -37,7 +37,6 @@ from .boundary.checks import (
     BadValue,
     all_finite,
     check_inputs,
-    check_inputs_or_X,
     check_keep,
     check_output_grads,
     check_output_mask,
@@ -62,7 +61,7 @@ from .pseudoinverse import GramSolver, PrecisionWarning, warn_if_not_held  # noq
 RULE = {"net": check_net, "X": check_inputs, "G": check_output_grads}
 MASKED = {**RULE, "mask": check_output_mask}
 FREEZE = {**RULE, "trainable": check_trainable}
-HOLD = {"keep": check_keep, "keep_X": check_inputs_or_X, "rcond": check_rcond}
+HOLD = {"keep": check_keep, "keep_X": check_inputs, "rcond": check_rcond}
 PROJECT = {**RULE, **HOLD, "refine": check_refine}
 NULLSPACE = {"net": check_net, "D": check_params_like, "keep_X": check_inputs, "keep": check_keep,
              "rcond": check_rcond, "refine": check_refine}
@@ -177,7 +176,7 @@ def project_dense(net, X, G, keep=(0,), keep_X=None):
     which does not square J's condition number as the Gram route does. Memory n' q P: this is
     what ``project`` avoids by never building J; the two agree to roundoff.
     """
-    net, X, G, keep, keep_X = checked({**RULE, "keep": check_keep, "keep_X": check_inputs_or_X}, locals())
+    net, X, G, keep, keep_X = checked({**RULE, "keep": check_keep, "keep_X": check_inputs}, locals())
     g = net.gradient(X, G)
     J = jacobian.dense_rows(net, keep_X, keep)                  # (n' q, P)
     with np.errstate(over="ignore", invalid="ignore"):          # an overflow is named below

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .boundary.checks import BadValue, check_array, check_mask, check_matrix
+from .boundary.checks import BadValue, check_array, check_matrix, check_rows
 
 
 def _pair(out, y):
@@ -69,7 +69,7 @@ def masked_mse(out, y, mask):
     mask : array_like of 0/1, shape (n, K) or (K,)
     """
     out, y = _pair(out, y)
-    mask = check_mask("mask", mask, out.dtype, *out.shape)
+    mask = check_rows("mask", mask, out.dtype, *out.shape, mask=True)
     r = mask * out - y
     _check_finite_loss(out, y, r)
     return float(np.mean(r * r)), (2.0 / r.size) * mask * r

@@ -23,6 +23,7 @@ with respect to the output is G.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -38,7 +39,6 @@ from .boundary.checks import (
     check_output_grads,
     check_params_like,
     check_record,
-    check_start_layer,
     check_writable,
     checked,
     finite,
@@ -215,7 +215,7 @@ class Model:
         return self
 
 
-FORWARD_FROM = {"layer": check_start_layer, "a_prev": check_layer_input}
+FORWARD_FROM = {"layer": partial(check_layer, beyond=1), "a_prev": check_layer_input}
 RECORD = {"record": check_record}
 
 

@@ -16,7 +16,29 @@ import warnings
 
 import numpy as np
 
-from .boundary.checks import check_gram, check_rcond, check_rhs, checked, eps, tiny
+from .boundary.checks import BadValue, check_array, check_rcond, checked, eps, tiny
+
+
+def check_gram(name, gram, got=None):
+    """A finite, square, symmetric float matrix (what eigh assumes without checking)."""
+    floats = isinstance(gram, np.ndarray) and gram.dtype.kind == "f"
+    gram = check_array(name, gram, gram.dtype if floats else np.float64)
+    if gram.ndim != 2 or gram.shape[0] != gram.shape[1] or gram.shape[0] < 1:
+        raise BadValue(f"{name}: expected a square (m, m) matrix with m >= 1, got shape {gram.shape}", argument=name)
+    scale, asym = float(np.abs(gram).max()), float(np.abs(gram - gram.T).max())
+    if asym > 1e3 * eps(gram.dtype) * max(scale, tiny(gram.dtype)):
+        raise BadValue(f"{name}: expected a symmetric matrix, got max |gram - gram.T| = {asym:.3g} "
+                       f"(max |gram| = {scale:.3g})", argument=name)
+    return gram
+
+
+def check_rhs(name, rhs, got):
+    """A right-hand side of an (m, m) system (``got["net"]``, the solver): shape (m,) or (m, k)."""
+    rhs, m = np.asarray(rhs), got["net"].gram.shape[0]
+    if rhs.ndim not in (1, 2) or rhs.shape[0] != m:
+        raise BadValue(f"{name}: expected shape ({m},) or ({m}, k), got {rhs.shape}", argument=name)
+    return rhs
+
 
 #: What a solver takes (``boundary.checks``: checked once, at the door).
 GRAM = {"gram": check_gram, "rcond": check_rcond}

@@ -1,20 +1,9 @@
-"""One check at the door: what each public function takes, declared as data beside it.
-
-A public function of the lesson declares its constraints above its ``def``: a dict from argument
-to check, in the order they are checked (as scikit-learn's ``_parameter_constraints``)::
-
-    PROJECT = {"net": check_net, "X": check_inputs, "G": check_output_grads, ...}
-
-and its first line hands its arguments to the door: ``net, X, G, ... = checked(PROJECT, locals())``.
-A check is a function ``check_*(name, value, got)`` that returns the value as the body uses it
-(an array of the network's dtype, a list of indices), or raises ``BadValue`` / ``BadType`` whose
-message starts with ``name`` and whose ``argument`` is ``name``. ``got`` holds the network (the
-function's ``net``, or ``self``) and the values checked before this one. Hints that teach stay in
-the messages ("transposed? G.T has shape (8, 2)", "for a single sample use X.reshape(1, -1)").
-
-Nested calls skip the checks (scikit-learn's ``prefer_skip_nested_validation``): a function of
-the lesson called from the lesson (``INSIDE``) receives values its caller's door checked.
-"""
+"""One check at the door. A public function of the lesson declares above its ``def`` what it takes,
+argument -> check in the order checked (as scikit-learn's ``_parameter_constraints``), and its first
+line is the door: ``net, X, G, ... = checked(PROJECT, locals())``. A check ``check_*(name, value,
+got)`` returns the value as the body uses it or raises ``BadValue`` / ``BadType`` naming ``name``
+(``exc.argument``); ``got`` holds the network (``net`` or ``self``) and the values checked before.
+Calls from inside the lesson (``INSIDE``) skip the checks, as scikit-learn skips nested validation."""
 from __future__ import annotations
 
 import decimal
@@ -59,10 +48,8 @@ INSIDE = frozenset(f"mlp_ref.{name}" for name in (
 
 
 def checked(takes, args):
-    """The arguments ``args`` (the function's ``locals()`` on its first line) checked against its
-    declared constraints ``takes``, returned in the order of ``takes`` (one value alone, two or more
-    as a tuple). From inside the lesson (the caller's caller is in ``INSIDE``) they come back as
-    they came, in one line a debugger steps over."""
+    """``args`` (the function's ``locals()`` on its first line) checked against ``takes``, in its order (one
+    value alone, more as a tuple); from inside the lesson (``INSIDE``), as they came, in one line."""
     return itemgetter(*takes)(args if sys._getframe(2).f_globals.get("__name__") in INSIDE else check_all(takes, args))
 
 
@@ -83,8 +70,7 @@ def describe(x):
 
 
 def finite(a):
-    """Whether every entry of ``a`` is finite: one reduction in C (``ndarray.all`` goes through
-    NumPy's Python layer, which a debugger stepping through the lesson would walk into)."""
+    """Whether every entry of ``a`` is finite: one reduction in C (``ndarray.all`` is Python in NumPy)."""
     return bool(np.logical_and.reduce(np.isfinite(a), axis=None))
 
 
@@ -112,13 +98,12 @@ def count_nonfinite(a):
 
 
 def gib(n):
-    return f"{n / 2**30:.3g} GiB"
+    return f"{n / 2**30:.3g} GiB"       # a size in messages
 
 
 @functools.lru_cache(maxsize=None)
 def machine_memory():
-    """This machine's physical memory in bytes (None where the OS does not say): the bound for
-    sizes that could never be allocated, checked before NumPy tries."""
+    """This machine's physical memory in bytes (None where the OS does not say)."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, OSError, ValueError):
@@ -153,8 +138,7 @@ def check_seed(name, x, got=None):
 
 
 def check_real(name, x, got=None, low=None, strict=False, below=None, what="a number"):
-    """A finite real number as a float; with ``low``, >= low (> low if ``strict``); with ``below``,
-    < below (``what`` says what that is). One too large for a float (10**400) is a ValueError."""
+    """A finite real number as a float: >= low (> if ``strict``), < below (``what`` says what that is)."""
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
         raise BadType(f"{name}: expected a real number, got {describe(x)}", argument=name)
     try:
@@ -172,9 +156,7 @@ def check_real(name, x, got=None, low=None, strict=False, below=None, what="a nu
     return x
 
 
-def check_positive(name, x, got=None):
-    """A finite number > 0."""
-    return check_real(name, x, low=0.0, strict=True)
+check_positive = functools.partial(check_real, low=0.0, strict=True)      # a finite number > 0
 
 
 def check_weight(name, x, got):
@@ -210,8 +192,7 @@ def check_rcond(name, rcond, got=None):
 
 # -- arrays ---------------------------------------------------------------------------------------
 def check_array(name, x, dtype, finite_values=True):
-    """``x`` as a numeric ndarray of ``dtype``, finite everywhere (unless not ``finite_values``:
-    for a caller that checks its own results, and calls again for the message)."""
+    """``x`` as a numeric ndarray of ``dtype``, finite everywhere (unchecked if not ``finite_values``)."""
     if type(x) is np.ndarray and x.dtype == dtype and (not finite_values or finite(x)):
         return x                                                # as it came, finite
     if isinstance(x, (str, bytes)) or x is None:
@@ -251,8 +232,7 @@ def check_finite(name, arr, expected, original=None):
 
 
 def check_matrix(name, x, dtype, width=None, width_name="columns", symbol="d"):
-    """A finite 2-D array of shape (n, width) with n >= 1 (and width >= 1); ``symbol`` names the
-    width in messages when it is not fixed: (n, d) for inputs, (n, K) for outputs."""
+    """A finite 2-D array (n, width), n >= 1; ``symbol`` names a width not fixed: (n, d), (n, K)."""
     arr = check_array(name, x, dtype)
     if arr.ndim != 2:
         raise BadValue(f"{name}: expected a 2-D array of shape (n, {symbol if width is None else width}), got "
@@ -281,31 +261,25 @@ def _reshape_hint(name, arr, width):
     return f"{one_row}, but that needs {width} values, not {arr.size}"
 
 
-def check_rows(name, x, dtype, n, K):
-    """An (n, K) array, or a (K,) vector repeated for every one of the n rows (a new array)."""
+def check_rows(name, x, dtype, n, K, mask=False):
+    """An (n, K) array, or a (K,) vector repeated for every one of the n rows (a new array); of 0s
+    and 1s only, for a ``mask``."""
     arr = check_array(name, x, dtype)
-    if arr.shape == (K,):
-        return arr[np.newaxis].repeat(n, axis=0)
-    if arr.shape != (n, K):
+    if arr.shape != (n, K) and arr.shape != (K,):
         hint = f" (transposed? {name}.T has shape ({n}, {K}))" if arr.shape == (K, n) else ""
         raise BadValue(f"{name}: expected shape ({n}, {K}) or ({K},), got shape {arr.shape}{hint}", argument=name)
-    return arr
-
-
-def check_mask(name, x, dtype, n, K):
-    """A 0/1 mask of shape (n, K), or (K,) repeated for every one of the n rows."""
-    arr = check_rows(name, x, dtype, n, K)
-    if not np.all((arr == 0) | (arr == 1)):
+    if mask and not np.all((arr == 0) | (arr == 1)):
         raise BadValue(f"{name}: expected only 0s and 1s, got values {np.unique(arr)}", argument=name)
-    return arr
+    return arr[np.newaxis].repeat(n, axis=0) if arr.shape == (K,) else arr
 
 
 # -- what the lesson's functions take ------------------------------------------------------------
 def check_inputs(name, X, got):
-    """X (or keep_X, ...) as a finite (n, d) array of the network's dtype, d = sizes[0], whose
-    forward record (every z_l and a_l: n x 2 (n_1 + ... + n_L) numbers) fits in this machine's
-    memory: a batch too large is refused before NumPy tries, naming its rows."""
+    """X (keep_X: X itself when not given beside X) as a finite (n, d) array of the network's dtype whose
+    record (n x 2 (n_1 + ... + n_L) numbers) fits in memory: a batch too large is refused, naming its rows."""
     net = got["net"]
+    if X is None and name == "keep_X" and "X" in got:
+        return got["X"]
     need = 2 * sum(net.sizes[1:]) * net.dtype.itemsize * (X.shape[0] if isinstance(X, np.ndarray) and X.ndim else 0)
     if (type(X) is np.ndarray and X.dtype == net.dtype and X.ndim == 2 and X.shape[1] == net.sizes[0]
             and X.shape[0] and need <= (machine_memory() or need) and finite(X)):
@@ -318,26 +292,19 @@ def check_inputs(name, X, got):
     return X
 
 
-def check_inputs_or_X(name, keep_X, got):
-    """keep_X as inputs, X itself when not given."""
-    return got["X"] if keep_X is None else check_inputs(name, keep_X, got)
-
-
 def check_output_grads(name, G, got):
-    """G as (n, K) in the network's dtype, or a (K,) vector for every row: n the rows of X (of keep_X
-    for keep_G, of the record for backward's G)."""
+    """G as (n, K), or (K,) for every row: n the rows of X (of keep_X for keep_G, of backward's record)."""
     rows = got["keep_X"] if name == "keep_G" else got["X"] if "X" in got else got["record"].output
     return check_rows(name, G, got["net"].dtype, rows.shape[0], got["net"].sizes[-1])
 
 
 def check_output_mask(name, mask, got):
     """A 0/1 mask of G's shape (n, K), or (K,) for every row."""
-    return check_mask(name, mask, got["net"].dtype, *got["G"].shape)
+    return check_rows(name, mask, got["net"].dtype, *got["G"].shape, mask=True)
 
 
 def check_params_like(name, D, got, shapes=None, dtype=None, finite=True):
-    """A dict with exactly the keys of the network's parameters (or ``shapes``), each a finite
-    array of that shape, as a new dict of arrays of the network's dtype (or ``dtype``)."""
+    """A dict with the keys and shapes of the net's parameters (or ``shapes``), finite, in its dtype."""
     shapes = got["net"].param_shapes if shapes is None else shapes
     dtype = got["net"].dtype if dtype is None else dtype
     if not isinstance(D, dict):
@@ -354,8 +321,7 @@ def check_params_like(name, D, got, shapes=None, dtype=None, finite=True):
 
 
 def check_keep(name, keep, got):
-    """``keep`` as a list of distinct output indices in range(K), non-empty (one index alone,
-    or a 0-d array of one, is the list of it)."""
+    """``keep`` as a non-empty list of distinct output indices 0 .. K - 1 (one index: the list of it)."""
     K = got["net"].sizes[-1]
     if is_whole(keep) or (isinstance(keep, np.ndarray) and keep.ndim == 0):
         keep = [keep.item() if isinstance(keep, np.ndarray) else keep]
@@ -380,29 +346,8 @@ def check_output_index(name, k, got):
     return check_keep(name, [k], got)[0]
 
 
-def check_gram(name, gram, got=None):
-    """A finite, square, symmetric float matrix (what eigh assumes without checking)."""
-    floats = isinstance(gram, np.ndarray) and gram.dtype.kind == "f"
-    gram = check_array(name, gram, gram.dtype if floats else np.float64)
-    if gram.ndim != 2 or gram.shape[0] != gram.shape[1] or gram.shape[0] < 1:
-        raise BadValue(f"{name}: expected a square (m, m) matrix with m >= 1, got shape {gram.shape}", argument=name)
-    scale, asym = float(np.abs(gram).max()), float(np.abs(gram - gram.T).max())
-    if asym > 1e3 * eps(gram.dtype) * max(scale, tiny(gram.dtype)):
-        raise BadValue(f"{name}: expected a symmetric matrix, got max |gram - gram.T| = {asym:.3g} "
-                       f"(max |gram| = {scale:.3g})", argument=name)
-    return gram
-
-
-def check_rhs(name, rhs, got):
-    """A right-hand side of an (m, m) system (``got["net"]``, the solver): shape (m,) or (m, k)."""
-    rhs, m = np.asarray(rhs), got["net"].gram.shape[0]
-    if rhs.ndim not in (1, 2) or rhs.shape[0] != m:
-        raise BadValue(f"{name}: expected shape ({m},) or ({m}, k), got {rhs.shape}", argument=name)
-    return rhs
-
-
 def check_writable(net):
-    """Raise ValueError unless every parameter array can be written in place."""
+    """Raise ValueError unless every parameter array can be written in place (checked at every step)."""
     if not all(map(WRITEABLE, net.params.values())):
         frozen = [k for k, v in net.params.items() if not v.flags.writeable]
         raise BadValue(f"net: parameters {frozen} are read-only arrays (loaded with mmap_mode='r', or set by "
@@ -438,9 +383,8 @@ def check_sizes(name, sizes, got=None):
 
 
 def check_mlp_arguments(sizes, hidden, output, init_std, seed, dtype, activation):
-    """MLP's arguments checked, in the order they are read; returns (sizes as a list of ints, the
-    activations of layers 1 .. L, init_std as a float, the seed, dtype as np.dtype).
-    ``activation(name, argument)`` looks a name up, refusing one it does not know."""
+    """MLP's arguments, as (sizes, the activations of layers 1 .. L, init_std, seed, np.dtype); always
+    checked (names become activations: ``activation(name, argument)`` looks one up)."""
     sizes = check_sizes("sizes", sizes)
     L = len(sizes) - 1
     if isinstance(hidden, (list, tuple)) and len(hidden) != L - 1:
@@ -470,8 +414,7 @@ def check_mlp_arguments(sizes, hidden, output, init_std, seed, dtype, activation
 
 
 def check_record(name, record, got):
-    """A whole forward record of the network: a0, z1, a1, ..., zL, aL, each an (n, n_l) array of
-    the network's dtype, as ``forward`` makes it."""
+    """A forward record of the network as ``forward`` makes it: a0, z1, ..., aL, (n, n_l) in its dtype."""
     net = got["net"]
     widths = (*net.sizes, *net.sizes[1:])
     try:                    # the record as forward makes it, compared in one go (in C: no line to step)
@@ -491,14 +434,9 @@ def check_record(name, record, got):
                    f"edited by hand? run forward again)", argument=name)
 
 
-def check_layer(name, l, got):
-    """A layer number 1 .. L."""
-    return check_whole(name, l, minimum=1, maximum=got["net"].depth, what="a layer number")
-
-
-def check_start_layer(name, layer, got):
-    """A layer 1 .. L + 1 to start from (L + 1: the output itself)."""
-    return check_whole(name, layer, minimum=1, maximum=got["net"].depth + 1, what="a layer")
+def check_layer(name, l, got, beyond=0):
+    """A layer number 1 .. L (.. L + 1 with ``beyond``: the output itself, to start from)."""
+    return check_whole(name, l, minimum=1, maximum=got["net"].depth + beyond, what="a layer number")
 
 
 def check_layer_input(name, a, got):

@@ -1,6 +1,5 @@
-"""The checks that must know what a model of this package is (``network.Model``): ``checks`` cannot
-hold them, as ``network`` imports ``checks``. The same kind as there: ``check_*(name, value, got)``,
-a declared constraint of the lesson's public functions."""
+"""The checks that must know what a model of this package is (``network.Model``), which ``checks``
+cannot hold (``network`` imports it): of the same kind, ``check_*(name, value, got)``."""
 from __future__ import annotations
 
 import reprlib
@@ -19,10 +18,10 @@ def check_net(name, net, got=None):
     return net
 
 
-def check_mlp(name, net, got=None, hint=" (for any model, use jacobian.of)"):
-    """An MLP, else TypeError starting 'net:' (``hint``: where other models go)."""
+def check_mlp(name, net, got=None):
+    """An MLP, else TypeError starting 'net:' (for any model of the package: ``jacobian.of``)."""
     if not isinstance(net, MLP):
-        raise BadType(f"{name}: expected an MLP{hint}, got {describe(net)}", argument=name)
+        raise BadType(f"{name}: expected an MLP, got {describe(net)}", argument=name)
     return net
 
 
@@ -33,45 +32,36 @@ MAX_REFINE = 100
 
 def check_refine(name, refine, got=None):
     """A whole number of refinement passes, 0 .. MAX_REFINE."""
-    refine = check_whole(name, refine, minimum=0)
-    if refine > MAX_REFINE:
-        raise BadValue(f"{name}: expected at most {MAX_REFINE} passes (each multiplies the error "
-                       f"by about eps * cond(J J^T): a few reach roundoff), got {refine}", argument=name)
-    return refine
+    if check_whole(name, refine, minimum=0) > MAX_REFINE:
+        raise BadValue(f"{name}: expected at most {MAX_REFINE} passes (each multiplies the error by about "
+                       f"eps * cond(J J^T): a few reach roundoff), got {refine}", argument=name)
+    return int(refine)
 
 
 def check_trainable(name, trainable, got):
     """None (the output layer's parameters, ``net.output_keys``), or parameter names of the net."""
-    known = list(got["net"].params)
-    trainable = got["net"].output_keys if trainable is None else trainable
-    if isinstance(trainable, str):
-        trainable = [trainable]
-    if not hasattr(trainable, "__iter__"):
-        raise BadType(f"{name}: expected a list of parameter names from {known}, got {describe(trainable)}",
-                      argument=name)
-    trainable = list(trainable)
-    if not all(isinstance(k, str) for k in trainable):
-        raise BadType(f"{name}: expected parameter names (strings) from {known}, got {reprlib.repr(trainable)}",
-                      argument=name)
+    known, trainable = list(got["net"].params), got["net"].output_keys if trainable is None else trainable
+    trainable = [trainable] if isinstance(trainable, str) else trainable
+    if not hasattr(trainable, "__iter__") or not all(isinstance(k, str) for k in trainable):
+        came = describe(trainable) if not hasattr(trainable, "__iter__") else reprlib.repr(list(trainable))
+        raise BadType(f"{name}: expected parameter names (strings) from {known}, got {came}", argument=name)
     unknown = [k for k in trainable if k not in known]
     if unknown:
         raise BadValue(f"{name}: unknown parameter names {reprlib.repr(unknown)}; known: {known}", argument=name)
-    return trainable
+    return list(trainable)
 
 
 def check_ref(name, ref, got):
-    """ref as (n, q), n the rows of keep_X (of X for the penalty), q the kept outputs; (n,) is
-    accepted when one output is kept. None, where allowed (``penalty``), stays None."""
+    """ref as (n, q): n the rows of keep_X (of X for the penalty, where None stays None), q the kept
+    outputs; (n,) is accepted when one output is kept."""
     if ref is None and "keep_X" not in got:
         return None
-    n, keep = got["keep_X" if "keep_X" in got else "X"].shape[0], got["keep"]
+    n, q = got["keep_X" if "keep_X" in got else "X"].shape[0], len(got["keep"])
     ref = check_array(name, ref, got["net"].dtype)
-    if ref.shape == (n,) and len(keep) == 1:
-        ref = ref[:, None]
-    if ref.shape != (n, len(keep)):
-        hint = f" or ({n},)" if len(keep) == 1 else ""
-        raise BadValue(f"{name}: expected shape ({n}, {len(keep)}){hint} (rows of keep_X, "
-                       f"kept outputs), got shape {ref.shape}", argument=name)
+    ref = ref[:, None] if ref.shape == (n,) and q == 1 else ref
+    if ref.shape != (n, q):
+        raise BadValue(f"{name}: expected shape ({n}, {q}){f' or ({n},)' if q == 1 else ''} (rows of keep_X, kept "
+                       f"outputs), got shape {ref.shape}", argument=name)
     return ref
 
 
@@ -95,13 +85,13 @@ def check_cut(name, cut, got):
     if cut is not None and got["threshold"] is not None:
         raise BadValue(f"{name}: expected either threshold or cut, not both, got threshold = "
                        f"{got['threshold']!r} and cut = {cut!r}", argument=name)
-    return None if cut is None else check_real(name, cut, low=0.0, below=1.0,
-                                               what="a fraction of the largest eigenvalue in [0, 1)")
+    return cut if cut is None else check_real(name, cut, low=0.0, below=1.0,
+                                              what="a fraction of the largest eigenvalue in [0, 1)")
 
 
 def check_bases(name, bases, got):
-    """Bases of ``gpm_bases`` fit for the net: one basis per layer of each piece, of its input
-    width + 1, in the net's dtype (a new Bases when converted). None stays None for ``previous``."""
+    """Bases of ``gpm_bases`` fit for the net: one basis per layer of each piece, of its input width
+    + 1, in the net's dtype (a new Bases when converted). None stays None for ``previous``."""
     if bases is None and name == "previous":
         return None
     if type(bases).__name__ != "Bases":          # baselines.Bases, which imports this module
@@ -117,17 +107,16 @@ def check_batches(name, keep_X, got):
     """keep_X as checked (rows, d) batches: one array, or any iterable of them, read lazily; an
     iterable that yields no batch is refused once it is spent."""
     if isinstance(keep_X, np.ndarray) or (isinstance(keep_X, (list, tuple)) and keep_X and np.ndim(keep_X[0]) < 2):
-        return iter([check_inputs(name, keep_X, got)])
+        return [check_inputs(name, keep_X, got)]
     if isinstance(keep_X, (str, bytes)) or not hasattr(keep_X, "__iter__"):
-        raise BadType(f"{name}: expected an array (m, {got['net'].sizes[0]}) or an iterable of such "
-                      f"batches, got {describe(keep_X)}", argument=name)
+        raise BadType(f"{name}: expected an array (m, {got['net'].sizes[0]}) or an iterable of such batches, got "
+                      f"{describe(keep_X)}", argument=name)
     return _batches(name, keep_X, got)
 
 
 def _batches(name, keep_X, got):
     count = 0
-    for batch in keep_X:
-        count += 1
+    for count, batch in enumerate(keep_X, 1):
         yield check_inputs(name, batch, got)
     if not count:
         raise BadValue(f"{name}: expected at least one batch of rows, got none", argument=name)
