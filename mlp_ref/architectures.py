@@ -41,10 +41,10 @@ from functools import partial
 
 import numpy as np
 
-from .boundary.checks import BadType, BadValue, check_inputs, check_keep, check_record, checked, describe, is_whole
+from .boundary.checks import BadType, BadValue, check_inputs, check_keep, checked, describe, is_whole
 from .boundary.model_checks import check_mlp
 from .jacobian import OutputJacobian, flatten
-from .network import BACKWARD, INPUTS, MLP, Backward, Model, Piece
+from .network import BACKWARD, INPUTS, MLP, Backward, Model, Piece, check_record
 
 
 def check_groups(name, groups, K):

@@ -225,5 +225,5 @@ def tangent_kernel_by_layer(net, X, i=0, j=1):
         shares = {l: (S[:, a, :] @ S[:, b, :].T) * kernels[l] for l, S in jac.signals.items()}
         shares["total"] = sum(shares[l] for l in jac.signals)
     if not finite(shares["total"]):
-        raise diagnosis.kernel_overflow(net, X, kernels[1])
+        raise diagnosis.gram_overflow(jac, X, "X", "X")
     return shares

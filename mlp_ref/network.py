@@ -22,26 +22,37 @@ with respect to the output is G.
 """
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import repeat
 
 import numpy as np
 
 from . import activations
 from .boundary import diagnosis
 from .boundary.checks import (
+    DTYPE,
+    DTYPES,
+    SHAPE,
+    BadType,
+    BadValue,
     all_finite,
     check_inputs,
-    check_layer,
-    check_layer_input,
     check_lr,
-    check_mlp_arguments,
+    check_matrix,
     check_output_grads,
     check_params_like,
-    check_record,
+    check_real,
+    check_seed,
+    check_sizes,
+    check_whole,
     check_writable,
     checked,
+    describe,
     finite,
+    gib,
+    machine_memory,
 )
 from .files import saving
 
@@ -126,6 +137,71 @@ def dot(A, B):
 def largest(D):
     """max |D| over every array of a dict like params, as a float."""
     return max(float(np.abs(v).max()) for v in D.values())
+
+
+# -- what the network's methods take (declared below, checked at the door: ``boundary.checks``) ------
+def check_mlp_arguments(sizes, hidden, output, init_std, seed, dtype, activation):
+    """MLP's arguments, as (sizes, the activations of layers 1 .. L, init_std, seed, np.dtype); always
+    checked (names become activations: ``activation(name, argument)`` looks one up)."""
+    sizes = check_sizes("sizes", sizes)
+    L = len(sizes) - 1
+    if isinstance(hidden, (list, tuple)) and len(hidden) != L - 1:
+        raise BadValue(f"hidden: expected one activation name per hidden layer ({L - 1} for sizes {sizes}), "
+                       f"got {len(hidden)}: {reprlib.repr(list(hidden))}", argument="hidden")
+    acts = ([activation(h, f"hidden[{i}]") for i, h in enumerate(hidden)] if isinstance(hidden, (list, tuple))
+            else [activation(hidden, "hidden")] * (L - 1)) + [activation(output, "output")]
+    init_std = check_real("init_std", init_std, low=0.0)
+    try:
+        kind = np.dtype(dtype if dtype is not None else "None")   # np.dtype(None) would mean float64
+    except TypeError:
+        raise BadType(f"dtype: expected np.float64 or np.float32, got {dtype!r}", argument="dtype") from None
+    if kind not in DTYPES:
+        raise BadValue(f"dtype: expected np.float64 or np.float32, got {kind}", argument="dtype")
+    seed = check_seed("seed", seed)
+    if np.copysign(1.0, init_std) < 0:
+        raise BadValue("init_std: expected a number >= 0 (0.0 for all-zero parameters), got -0.0", argument="init_std")
+    top = float(np.finfo(kind).max) / 64      # normal draws stay within 64 standard deviations
+    if init_std > top:
+        raise BadValue(f"init_std: expected a number <= {top:.3g}, so that every parameter drawn fits in "
+                       f"{kind.name}, got {init_std:g}", argument="init_std")
+    P, memory = sum((a + 1) * b for a, b in zip(sizes, sizes[1:])), machine_memory()
+    if memory is not None and P * kind.itemsize > memory:
+        raise BadValue(f"sizes: {sizes} means {P} parameters, {gib(P * kind.itemsize)} in {kind.name}, "
+                       f"more than this machine's memory ({gib(memory)})", argument="sizes")
+    return sizes, acts, init_std, seed, kind
+
+
+def check_record(name, record, got):
+    """A forward record of the network as ``forward`` makes it: a0, z1, ..., aL, (n, n_l) in its dtype."""
+    net = got["net"]
+    widths = (*net.sizes, *net.sizes[1:])
+    try:                    # the record as forward makes it, compared in one go (in C: no line to step)
+        arrays = (*record.a.values(), *record.z.values())
+        if (list(record.a) == list(range(net.depth + 1)) and list(record.z) == list(range(1, net.depth + 1))
+                and list(map(type, arrays)) == [np.ndarray] * len(arrays) and set(map(DTYPE, arrays)) == {net.dtype}
+                and list(map(SHAPE, arrays)) == list(zip(repeat(arrays[0].shape[0]), widths))):
+            return record
+        came = ", ".join(f"{k} {v.shape} {v.dtype}" for k, v in record.stages.items())
+    except (AttributeError, TypeError, IndexError, KeyError):
+        if not (hasattr(record, "a") and hasattr(record, "z")):
+            raise BadType(f"{name}: expected the Forward record returned by net.forward(X), got {describe(record)}",
+                          argument=name) from None
+        came = f"a {describe(record.a)} and z {describe(record.z)}"
+    raise BadValue(f"{name}: expected the forward record of a network with sizes {net.sizes} in {net.dtype}, "
+                   f"every stage (n, width) on the n rows of a0, got {came} (a record of another network, or "
+                   f"edited by hand? run forward again)", argument=name)
+
+
+def check_layer(name, l, got, beyond=0):
+    """A layer number 1 .. L (.. L + 1 with ``beyond``: the output itself, to start from)."""
+    return check_whole(name, l, minimum=1, maximum=got["net"].depth + beyond, what="a layer number")
+
+
+def check_layer_input(name, a, got):
+    """The input of layer ``got["layer"]``: (n, its width) in the network's dtype."""
+    l = got["layer"]
+    return check_matrix(name, a, got["net"].dtype, width=got["net"].sizes[l - 1],
+                        width_name=f"columns (the width of layer {l - 1})")
 
 
 #: What the models' public methods take (``boundary.checks``: checked once, at the door).

@@ -12,7 +12,6 @@ import numbers
 import os
 import reprlib
 import sys
-from itertools import repeat
 from operator import attrgetter, itemgetter
 
 import numpy as np
@@ -79,16 +78,9 @@ def all_finite(D):
     return all(map(finite, D.values()))
 
 
-@functools.lru_cache(maxsize=None)
-def eps(dtype):
-    """The machine epsilon of ``dtype`` as a float (``np.finfo`` runs Python each call)."""
-    return float(np.finfo(dtype).eps)
-
-
-@functools.lru_cache(maxsize=None)
-def tiny(dtype):
-    """The smallest normal number of ``dtype`` as a float."""
-    return float(np.finfo(dtype).tiny)
+#: the machine epsilon and the smallest normal number of a dtype, as floats (``np.finfo`` runs Python each call)
+eps = functools.lru_cache(maxsize=None)(lambda dtype: float(np.finfo(dtype).eps))
+tiny = functools.lru_cache(maxsize=None)(lambda dtype: float(np.finfo(dtype).tiny))
 
 
 def count_nonfinite(a):
@@ -97,8 +89,7 @@ def count_nonfinite(a):
     return ", ".join(f"{c} {what}" for c, what in [(nan, "NaN"), (inf, "inf")] if c)
 
 
-def gib(n):
-    return f"{n / 2**30:.3g} GiB"       # a size in messages
+gib = lambda n: f"{n / 2**30:.3g} GiB"      # a size in messages
 
 
 @functools.lru_cache(maxsize=None)
@@ -131,10 +122,7 @@ def check_whole(name, x, got=None, minimum=1, maximum=None, what="a whole number
 
 def check_seed(name, x, got=None):
     """None or a whole number >= 0: what ``np.random.default_rng`` accepts, in its plain form."""
-    if x is not None and not (is_whole(x) and x >= 0):
-        raise (BadValue if is_whole(x) else BadType)(
-            f"{name}: expected a whole number >= 0 or None, got {x if is_whole(x) else describe(x)}", argument=name)
-    return None if x is None else int(x)
+    return None if x is None else check_whole(name, x, minimum=0, what="None or a whole number")
 
 
 def check_real(name, x, got=None, low=None, strict=False, below=None, what="a number"):
@@ -237,13 +225,11 @@ def check_matrix(name, x, dtype, width=None, width_name="columns", symbol="d"):
     if arr.ndim != 2:
         raise BadValue(f"{name}: expected a 2-D array of shape (n, {symbol if width is None else width}), got "
                        f"{arr.ndim}-D array of shape {arr.shape}{_reshape_hint(name, arr, width)}", argument=name)
-    if arr.shape[0] < 1:
-        raise BadValue(f"{name}: expected at least one row, got shape {arr.shape}", argument=name)
     if width is not None and arr.shape[1] != width:
         raise BadValue(f"{name}: expected {width} {width_name} (shape (n, {width})), got shape {arr.shape}",
                        argument=name)
-    if arr.shape[1] < 1:
-        raise BadValue(f"{name}: expected at least one column, got shape {arr.shape}", argument=name)
+    if 0 in arr.shape:
+        raise BadValue(f"{name}: expected at least one row and one column, got shape {arr.shape}", argument=name)
     return arr
 
 
@@ -262,8 +248,7 @@ def _reshape_hint(name, arr, width):
 
 
 def check_rows(name, x, dtype, n, K, mask=False):
-    """An (n, K) array, or a (K,) vector repeated for every one of the n rows (a new array); of 0s
-    and 1s only, for a ``mask``."""
+    """An (n, K) array, or (K,) repeated for each of the n rows (a new array); 0s and 1s for a ``mask``."""
     arr = check_array(name, x, dtype)
     if arr.shape != (n, K) and arr.shape != (K,):
         hint = f" (transposed? {name}.T has shape ({n}, {K}))" if arr.shape == (K, n) else ""
@@ -280,15 +265,12 @@ def check_inputs(name, X, got):
     net = got["net"]
     if X is None and name == "keep_X" and "X" in got:
         return got["X"]
-    need = 2 * sum(net.sizes[1:]) * net.dtype.itemsize * (X.shape[0] if isinstance(X, np.ndarray) and X.ndim else 0)
-    if (type(X) is np.ndarray and X.dtype == net.dtype and X.ndim == 2 and X.shape[1] == net.sizes[0]
-            and X.shape[0] and need <= (machine_memory() or need) and finite(X)):
-        return X                                                # as it came: finite, and it fits
-    X = check_matrix(name, X, net.dtype, width=net.sizes[0], width_name="input columns")
-    need, memory = X.shape[0] * 2 * sum(net.sizes[1:]) * net.dtype.itemsize, machine_memory()
-    if memory is not None and need > memory:
-        raise BadValue(f"{name}: record for its rows needs {gib(need)}, more than this machine's "
-                       f"memory ({gib(memory)}); pass fewer rows at a time", argument=name)
+    if not (type(X) is np.ndarray and X.dtype == net.dtype and X.ndim == 2 and X.shape[1] == net.sizes[0]
+            and X.shape[0] and finite(X)):                  # else as it came
+        X = check_matrix(name, X, net.dtype, width=net.sizes[0], width_name="input columns")
+    if X.shape[0] * 2 * sum(net.sizes[1:]) * net.dtype.itemsize > (machine_memory() or np.inf):
+        raise BadValue(f"{name}: record for its rows needs {gib(X.shape[0] * 2 * sum(net.sizes[1:]) * X.itemsize)}, "
+                       f"more than this machine's memory ({gib(machine_memory())}); pass fewer rows", argument=name)
     return X
 
 
@@ -350,9 +332,9 @@ def check_writable(net):
     """Raise ValueError unless every parameter array can be written in place (checked at every step)."""
     if not all(map(WRITEABLE, net.params.values())):
         frozen = [k for k, v in net.params.items() if not v.flags.writeable]
-        raise BadValue(f"net: parameters {frozen} are read-only arrays (loaded with mmap_mode='r', or set by "
-                       f"hand?); nothing was changed. Give the network writable copies: "
-                       f"net.params[k] = net.params[k].copy()", argument="net")
+        raise BadValue(f"net: parameters {frozen} are read-only arrays (loaded with mmap_mode='r', or set by hand?); "
+                       f"nothing was changed. Give the network writable copies: net.params[k] = net.params[k].copy()",
+                       argument="net")
 
 
 def check_path(name, x, got=None):
@@ -366,7 +348,6 @@ def check_path(name, x, got=None):
     return text
 
 
-# -- the network's own arguments ------------------------------------------------------------------
 #: The dtypes a network computes in: float64 (the default, for gradient checks) and float32.
 DTYPES = (np.float64, np.float32)
 
@@ -380,67 +361,3 @@ def check_sizes(name, sizes, got=None):
         raise BadValue(f"{name}: expected at least two positive whole numbers (inputs and outputs), "
                        f"got {list(sizes)}", argument=name)
     return [check_whole(f"{name}[{i}]", s) for i, s in enumerate(sizes)]
-
-
-def check_mlp_arguments(sizes, hidden, output, init_std, seed, dtype, activation):
-    """MLP's arguments, as (sizes, the activations of layers 1 .. L, init_std, seed, np.dtype); always
-    checked (names become activations: ``activation(name, argument)`` looks one up)."""
-    sizes = check_sizes("sizes", sizes)
-    L = len(sizes) - 1
-    if isinstance(hidden, (list, tuple)) and len(hidden) != L - 1:
-        raise BadValue(f"hidden: expected one activation name per hidden layer ({L - 1} for sizes {sizes}), "
-                       f"got {len(hidden)}: {reprlib.repr(list(hidden))}", argument="hidden")
-    acts = ([activation(h, f"hidden[{i}]") for i, h in enumerate(hidden)] if isinstance(hidden, (list, tuple))
-            else [activation(hidden, "hidden")] * (L - 1)) + [activation(output, "output")]
-    init_std = check_real("init_std", init_std, low=0.0)
-    try:
-        kind = np.dtype(dtype if dtype is not None else "None")   # np.dtype(None) would mean float64
-    except TypeError:
-        raise BadType(f"dtype: expected np.float64 or np.float32, got {dtype!r}", argument="dtype") from None
-    if kind not in DTYPES:
-        raise BadValue(f"dtype: expected np.float64 or np.float32, got {kind}", argument="dtype")
-    seed = check_seed("seed", seed)
-    if np.copysign(1.0, init_std) < 0:
-        raise BadValue("init_std: expected a number >= 0 (0.0 for all-zero parameters), got -0.0", argument="init_std")
-    top = float(np.finfo(kind).max) / 64      # normal draws stay within 64 standard deviations
-    if init_std > top:
-        raise BadValue(f"init_std: expected a number <= {top:.3g}, so that every parameter drawn fits in "
-                       f"{kind.name}, got {init_std:g}", argument="init_std")
-    P, memory = sum((a + 1) * b for a, b in zip(sizes, sizes[1:])), machine_memory()
-    if memory is not None and P * kind.itemsize > memory:
-        raise BadValue(f"sizes: {sizes} means {P} parameters, {gib(P * kind.itemsize)} in {kind.name}, "
-                       f"more than this machine's memory ({gib(memory)})", argument="sizes")
-    return sizes, acts, init_std, seed, kind
-
-
-def check_record(name, record, got):
-    """A forward record of the network as ``forward`` makes it: a0, z1, ..., aL, (n, n_l) in its dtype."""
-    net = got["net"]
-    widths = (*net.sizes, *net.sizes[1:])
-    try:                    # the record as forward makes it, compared in one go (in C: no line to step)
-        arrays = (*record.a.values(), *record.z.values())
-        if (list(record.a) == list(range(net.depth + 1)) and list(record.z) == list(range(1, net.depth + 1))
-                and list(map(type, arrays)) == [np.ndarray] * len(arrays) and set(map(DTYPE, arrays)) == {net.dtype}
-                and list(map(SHAPE, arrays)) == list(zip(repeat(arrays[0].shape[0]), widths))):
-            return record
-        came = ", ".join(f"{k} {v.shape} {v.dtype}" for k, v in record.stages.items())
-    except (AttributeError, TypeError, IndexError, KeyError):
-        if not (hasattr(record, "a") and hasattr(record, "z")):
-            raise BadType(f"{name}: expected the Forward record returned by net.forward(X), got {describe(record)}",
-                          argument=name) from None
-        came = f"a {describe(record.a)} and z {describe(record.z)}"
-    raise BadValue(f"{name}: expected the forward record of a network with sizes {net.sizes} in {net.dtype}, "
-                   f"every stage (n, width) on the n rows of a0, got {came} (a record of another network, or "
-                   f"edited by hand? run forward again)", argument=name)
-
-
-def check_layer(name, l, got, beyond=0):
-    """A layer number 1 .. L (.. L + 1 with ``beyond``: the output itself, to start from)."""
-    return check_whole(name, l, minimum=1, maximum=got["net"].depth + beyond, what="a layer number")
-
-
-def check_layer_input(name, a, got):
-    """The input of layer ``got["layer"]``: (n, its width) in the network's dtype."""
-    l = got["layer"]
-    return check_matrix(name, a, got["net"].dtype, width=got["net"].sizes[l - 1],
-                        width_name=f"columns (the width of layer {l - 1})")

@@ -81,8 +81,8 @@ def backward_overflow(net, stages, G, record):
 
 
 def gram_overflow(J, X, name="keep_X (X when not given)", short="keep_X"):
-    """A Gram J J^T that overflowed: the inputs X (the argument ``name``, ``short`` in formulas) when
-    their own products a0 a0^T overflow, else the parameters (hidden activations or signals)."""
+    """A Gram J J^T (or a tangent kernel, a block of one) that overflowed: the inputs X (the argument
+    ``name``, ``short`` in formulas) when their own products a0 a0^T overflow, else the parameters."""
     with np.errstate(over="ignore", invalid="ignore"):
         broken = [l for l, A in J.inputs.items() if not finite(A @ A.T)]
     if broken and broken[0] == 1:
@@ -92,16 +92,6 @@ def gram_overflow(J, X, name="keep_X (X when not given)", short="keep_X"):
             else "its signals (the output side's weights) overflow")
     return BadValue(f"net: the Gram J J^T overflows {X.dtype}: {what}, with max |{short}| = {_top(X):.3g}; the "
                     f"parameters are too large", argument="net")
-
-
-def kernel_overflow(net, X, first_layer):
-    """A tangent kernel that overflowed: X's own products (``first_layer``, the first layer's share,
-    is not finite), or the parameters."""
-    if not finite(first_layer):
-        return BadValue(f"X: expected values for which the kernel (which holds X @ X.T) stays finite, got max |X| = "
-                        f"{_top(X):.3g}; scale X down", argument="X")
-    return BadValue(f"net: the kernel overflows {net.dtype} with max |X| = {_top(X):.3g}: the parameters are too "
-                    f"large", argument="net")
 
 
 def too_large(name, what, dtype, size):

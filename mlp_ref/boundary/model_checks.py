@@ -3,6 +3,7 @@ cannot hold (``network`` imports it): of the same kind, ``check_*(name, value, g
 from __future__ import annotations
 
 import reprlib
+from functools import partial
 
 import numpy as np
 
@@ -10,19 +11,16 @@ from ..network import MLP, Model
 from .checks import BadType, BadValue, check_array, check_inputs, check_params_like, check_real, check_whole, describe
 
 
-def check_net(name, net, got=None):
-    """A model of this package (MLP, SplitHeads, TwoTower), else TypeError starting 'net:'."""
-    if not isinstance(net, Model):
-        raise BadType(f"{name}: expected a model of mlp_ref (MLP, SplitHeads, TwoTower), got {describe(net)}",
-                      argument=name)
+def check_net(name, net, got=None, kind=Model):
+    """A model of this package (MLP, SplitHeads, TwoTower), or an MLP (``check_mlp``: for any model of
+    the package, ``jacobian.of``), else TypeError starting 'net:'."""
+    if not isinstance(net, kind):
+        expected = "an MLP" if kind is MLP else "a model of mlp_ref (MLP, SplitHeads, TwoTower)"
+        raise BadType(f"{name}: expected {expected}, got {describe(net)}", argument=name)
     return net
 
 
-def check_mlp(name, net, got=None):
-    """An MLP, else TypeError starting 'net:' (for any model of the package: ``jacobian.of``)."""
-    if not isinstance(net, MLP):
-        raise BadType(f"{name}: expected an MLP, got {describe(net)}", argument=name)
-    return net
+check_mlp = partial(check_net, kind=MLP)
 
 
 #: Each refinement pass multiplies the error by about eps * cond(J J^T): a few reach roundoff
@@ -52,8 +50,7 @@ def check_trainable(name, trainable, got):
 
 
 def check_ref(name, ref, got):
-    """ref as (n, q): n the rows of keep_X (of X for the penalty, where None stays None), q the kept
-    outputs; (n,) is accepted when one output is kept."""
+    """ref as (n, q), n the rows of keep_X (X in the penalty, where None stays None), q the kept outputs."""
     if ref is None and "keep_X" not in got:
         return None
     n, q = got["keep_X" if "keep_X" in got else "X"].shape[0], len(got["keep"])
@@ -104,8 +101,7 @@ def check_bases(name, bases, got):
 
 
 def check_batches(name, keep_X, got):
-    """keep_X as checked (rows, d) batches: one array, or any iterable of them, read lazily; an
-    iterable that yields no batch is refused once it is spent."""
+    """keep_X as (rows, d) batches: one array, or an iterable of them read lazily (refused if it yields none)."""
     if isinstance(keep_X, np.ndarray) or (isinstance(keep_X, (list, tuple)) and keep_X and np.ndim(keep_X[0]) < 2):
         return [check_inputs(name, keep_X, got)]
     if isinstance(keep_X, (str, bytes)) or not hasattr(keep_X, "__iter__"):
