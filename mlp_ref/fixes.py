@@ -309,35 +309,36 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     Returns a RestoreReport.
     """
     net, keep_X, keep, ref, tol, max_iter, rcond = checked(RESTORE, locals())
-    return gauss_newton(net, keep_X, keep, ref, tol, max_iter, jacobian.of, partial(GramSolver, rcond=rcond),
-                        Model.step)
+    return gauss_newton(net, keep_X, keep, ref, tol, max_iter, type(net).forward, jacobian.at,
+                        partial(GramSolver, rcond=rcond), Model.step)
 
 
-def gauss_newton(net, keep_X, keep, ref, tol, max_iter, linearize, Solver, step):
-    """``restore``'s loop, in place, for either tier: ``linearize(net, keep_X, keep)`` is the
-    Jacobian J of the kept outputs on keep_X (``J.outputs`` holds them), ``Solver(gram)`` the
-    pseudo-inverse of J J^T, ``step(net, D, 1.0)`` takes theta <- theta - D."""
+def gauss_newton(net, keep_X, keep, ref, tol, max_iter, forward, jacobian_at, Solver, step):
+    """``restore``'s loop, in place, for either tier: ``forward(net, keep_X)`` is a forward record (its
+    ``.output``), ``jacobian_at(net, keep_X, keep, record)`` the Jacobian J of the kept outputs from it,
+    ``Solver(gram)`` the pseudo-inverse of J J^T, ``step(net, D, 1.0)`` takes theta <- theta - D."""
     tol, note = restore_tolerance(tol, ref)
     history, solve = [], None
     with all_or_nothing(net), np.errstate(over="ignore", invalid="ignore"):   # overflows are named below
         for it in range(max_iter + 1):
             try:
-                J = linearize(net, keep_X, keep)                  # J, and O_keep(keep_X) = J.outputs
-            except BadValue as exc:                               # the output overflowed: ref's steps?
+                record = forward(net, keep_X)                         # the outputs at theta
+            except BadValue as exc:                                   # they overflowed: ref's steps?
                 raise diagnosis.unreachable(history, exc) from None
-            r = (J.outputs - ref).reshape(-1)                     # the residual, rows c = i q + j as J's
-            history.append(float(np.abs(r).max()))                # its max
+            r = (record.output[:, keep] - ref).reshape(-1)            # the residual, rows c = i q + j as J's
+            history.append(float(np.abs(r).max()))                    # its max
             if not np.isfinite(history[-1]):
                 raise diagnosis.distance_overflow(ref, net.dtype)
-            if history[-1] <= tol or it == max_iter:              # converged, or out of steps
+            if history[-1] <= tol or it == max_iter:                  # converged, or out of steps
                 break
-            gram = J.gram()                                       # J J^T
+            J = jacobian_at(net, keep_X, keep, record)                # J at theta
+            gram = J.gram()                                           # J J^T
             if not finite(gram):
                 raise diagnosis.gram_overflow(J, keep_X)
-            solve = Solver(gram)                                  # (J J^T)^+
+            solve = Solver(gram)                                      # (J J^T)^+
             try:
-                step(net, J.rmatvec(solve(r)), 1.0)               # theta <- theta - J^T (J J^T)^+ r
-            except BadValue as exc:                               # a step that does not fit: ref's
+                step(net, J.rmatvec(solve(r)), 1.0)                   # theta <- theta - J^T (J J^T)^+ r
+            except BadValue as exc:                                   # a step that does not fit: ref's
                 raise diagnosis.unreachable(history, exc) from None
     converged = history[-1] <= tol
     return RestoreReport(converged=converged, iterations=len(history) - 1, residual=history[-1],

@@ -42,10 +42,18 @@ from .boundary.checks import (
     finite,
 )
 from .boundary.model_checks import check_mlp, check_net
-from .network import MLP
+from .network import MLP, check_record
+
+
+def check_record_of_X(name, record, got):
+    """None, or ``net.forward(X)`` of the X given (a record of the net whose a0 holds X)."""
+    if record is not None and not np.array_equal(check_record(name, record, got).a[0], got["X"]):
+        raise BadValue(f"{name}: expected net.forward(X) of the X given, got a record of other inputs", argument=name)
+    return record
+
 
 #: What the Jacobians take (``boundary.checks``: checked once, at the door).
-OUTPUT_JACOBIAN = {"net": check_mlp, "X": check_inputs, "keep": check_keep}
+OUTPUT_JACOBIAN = {"net": check_mlp, "X": check_inputs, "keep": check_keep, "record": check_record_of_X}
 JACOBIAN = {"net": check_net, "X": check_inputs, "keep": check_keep}
 DIRECTION = {"D": check_params_like}
 
@@ -67,9 +75,9 @@ class OutputJacobian:
     shape   : (m, P) with m = n q
     """
 
-    def __init__(self, net, X, keep=(0,)):
-        self.net, X, self.keep = checked(OUTPUT_JACOBIAN, locals())
-        record = net.forward(X)
+    def __init__(self, net, X, keep=(0,), record=None):
+        self.net, X, self.keep, record = checked(OUTPUT_JACOBIAN, locals())
+        record = net.forward(X) if record is None else record      # the forward pass, unless made already
         n, K = record.output.shape
         self.outputs = record.output[:, self.keep]
         self.inputs = {l: record.a[l - 1] for l in range(1, net.depth + 1)}
@@ -147,6 +155,12 @@ def one_hot(k, n, K, dtype):
     G = np.zeros((n, K), dtype=dtype)
     G[:, k] = 1.0
     return G
+
+
+def at(net, X, keep, record):
+    """``of(net, X, keep)`` where ``record`` is the forward record of X already made (``restore``'s, whose
+    residual it gave): an MLP's Jacobian from that record; a model made of MLPs makes its pieces' own."""
+    return OutputJacobian(net, X, keep, record) if isinstance(net, MLP) else net.jacobian(X, keep)
 
 
 def of(net, X, keep=(0,)):

@@ -78,7 +78,7 @@ class Forward:
     @property
     def output(self):
         """The network output O = a_L, shape (n, K)."""
-        return self.a[self.depth]
+        return self.a[len(self.z)]                      # L = len(z)
 
     @property
     def stages(self):

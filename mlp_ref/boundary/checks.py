@@ -305,6 +305,9 @@ def check_params_like(name, D, got, shapes=None, dtype=None, finite=True):
 def check_keep(name, keep, got):
     """``keep`` as a non-empty list of distinct output indices 0 .. K - 1 (one index: the list of it)."""
     K = got["net"].sizes[-1]
+    if type(keep) in (list, tuple) and set(map(type, keep)) == {int} and set(keep) <= set(range(K)) and \
+            len(set(keep)) == len(keep) > 0:
+        return list(keep)                                       # as it came: distinct indices 0 .. K - 1
     if is_whole(keep) or (isinstance(keep, np.ndarray) and keep.ndim == 0):
         keep = [keep.item() if isinstance(keep, np.ndarray) else keep]
     if isinstance(keep, (str, bytes, dict)) or not hasattr(keep, "__iter__"):

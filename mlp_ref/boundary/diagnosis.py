@@ -64,9 +64,8 @@ def forward_from_overflow(net, layer, a_prev):
 
 
 def backward_overflow(net, stages, G, record):
-    """A backward pass that overflowed: the record when it holds NaN/inf (edited by hand: forward's
-    records are finite), G when its values are the large factor (every stage is linear in G), else
-    the parameters."""
+    """A backward pass that overflowed: the record when it holds NaN/inf (forward's are finite), G when
+    its values are the large factor (every stage is linear in G), else the parameters."""
     broken = next(k for k, v in stages.items() if not finite(v))
     torn = next((k for k, v in record.stages.items() if not finite(v)), None)
     if torn is not None:
@@ -127,9 +126,8 @@ def dots_overflow(g_r, r_r, g_g):
 
 
 def unreachable(history, exc):
-    """A step or a forward pass of ``restore`` that failed (``exc``, which names D or lr for a step
-    that does not fit the parameters, forward for an output that overflows): the steps were made
-    from ref, so ref is named. Any other failure (a read-only network) is ``exc`` itself."""
+    """A step (``exc`` names D or lr) or a forward pass (forward) of ``restore`` that failed: the steps
+    were made from ref, so ref is named. Any other failure (a read-only network) is ``exc`` itself."""
     if exc.argument in ("D", "lr"):
         return BadValue(f"ref: expected values the network can reach, got max |O - ref| = {history[-1]:.3g}, whose "
                         f"Gauss-Newton step does not fit the parameters ({exc})", argument="ref")

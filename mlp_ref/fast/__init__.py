@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import weakref
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -808,18 +809,30 @@ def _project_on_the_batch(net, X, G, keep, rcond, refine):
 
 def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     """``fixes.restore``: the same Gauss-Newton loop (``fixes.gauss_newton``) and tolerance, each
-    iteration's forward pass shared between the residual and the Jacobian (``jacobian_at``),
-    solved by the fast ``GramSolver`` (``RestoreSolver``), stepped by ``step``."""
+    iteration's forward record shared between the residual and the Jacobian (``Record``), solved by
+    the fast ``GramSolver`` (``RestoreSolver``), stepped by ``step``."""
     net, keep_X, keep, ref, tol, max_iter, rcond = checked(RESTORE, locals())
     if not isinstance(net, MLP):
         return fixes.restore(net, keep_X, ref, keep, tol, max_iter, rcond)
     solver = partial(RestoreSolver, rcond=rcond, reference=reference_gram(net, keep_X, keep))
-    return fixes.gauss_newton(net, keep_X, keep, ref, tol, max_iter, jacobian_at, solver, step)
+    return fixes.gauss_newton(net, keep_X, keep, ref, tol, max_iter, Record.of, Record.jacobian, solver, step)
 
 
-def jacobian_at(net, X, keep):
-    """The Jacobian of outputs ``keep`` on X, and the outputs themselves, from one forward record."""
-    return Jacobian.from_record(net, *forward_arrays(net, X), keep)
+class Record(NamedTuple):
+    """A forward record as ``forward_arrays`` leaves it (z, a), with its ``output``: what the Jacobian
+    of ``restore``'s next step is made from, without a second forward pass."""
+    z: dict
+    a: dict
+    output: np.ndarray
+
+    @classmethod
+    def of(cls, net, X):
+        z, a = forward_arrays(net, X)
+        return cls(z, a, a[net.depth])
+
+    @staticmethod
+    def jacobian(net, X, keep, record):
+        return Jacobian.from_record(net, record.z, record.a, keep)     # consumes the record
 
 
 class RestoreSolver(GramSolver):
