@@ -42,18 +42,12 @@ from .boundary.checks import (
 from .boundary.model_checks import check_bases, check_batches, check_cut, check_fisher, check_net, check_threshold
 from .network import dot  # noqa: F401  (baselines.dot: the inner product of two dicts like params)
 
-#: What the field's rules take (``boundary.checks``: checked once, at the door).
+# -- A-GEM ---------------------------------------------------------------------------------
+#: What each rule takes, beside it (checked once, at the door: ``boundary.checks.checked``), in order.
 AGEM = {"net": check_net, "X": check_inputs, "G": check_output_grads, "keep_X": check_inputs,
         "keep_G": check_output_grads}
-EWC = {"net": check_net, "X": check_inputs, "G": check_output_grads, "fisher": check_fisher,
-       "anchor": check_params_like, "lam": partial(check_real, low=0.0)}
-FISHER = {"net": check_net, "keep_X": check_inputs, "keep_G": check_output_grads}
-GPM_BASES = {"net": check_net, "threshold": check_threshold, "cut": check_cut, "previous": check_bases,
-             "keep_X": check_batches}
-GPM = {"net": check_net, "X": check_inputs, "G": check_output_grads, "bases": check_bases}
 
 
-# -- A-GEM ---------------------------------------------------------------------------------
 def agem(net, X, G, keep_X, keep_G):
     """Averaged Gradient Episodic Memory (Chaudhry et al. 2019): g, with the component that
     would raise the memory's loss removed when, and only when, there is one.
@@ -81,6 +75,10 @@ def agem(net, X, G, keep_X, keep_G):
 
 
 # -- EWC -----------------------------------------------------------------------------------
+EWC = {"net": check_net, "X": check_inputs, "G": check_output_grads, "fisher": check_fisher,
+       "anchor": check_params_like, "lam": partial(check_real, low=0.0)}
+
+
 def ewc(net, X, G, fisher, anchor, lam):
     """Elastic Weight Consolidation (Kirkpatrick et al. 2017): the gradient of
     L + lam/2 sum_k F_k (theta_k - anchor_k)^2,
@@ -118,6 +116,9 @@ def ewc_merge(fishers, anchors):
         with np.errstate(invalid="ignore", divide="ignore"):
             anchor[k] = np.where(F[k] > 0, weighted / np.where(F[k] > 0, F[k], 1), anchors[-1][k])
     return F, anchor
+
+
+FISHER = {"net": check_net, "keep_X": check_inputs, "keep_G": check_output_grads}
 
 
 def fisher_diagonal(net, keep_X, keep_G):
@@ -170,6 +171,10 @@ class Bases:
     @property
     def ranks(self):
         return [[U.shape[1] for U in piece] for piece in self.bases]
+
+
+GPM_BASES = {"net": check_net, "threshold": check_threshold, "cut": check_cut, "previous": check_bases,
+             "keep_X": check_batches}
 
 
 def gpm_bases(net, keep_X, threshold=None, cut=None, previous=None):
@@ -242,6 +247,9 @@ def _grow(R, M, threshold, cut):
         V = V - M @ (M.T @ V)                               # orthogonal to M to round-off: once more
         V, _ = np.linalg.qr(V)
     return np.hstack([M, V])
+
+
+GPM = {"net": check_net, "X": check_inputs, "G": check_output_grads, "bases": check_bases}
 
 
 def gpm(net, X, G, bases):

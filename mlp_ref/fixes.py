@@ -57,19 +57,8 @@ from .network import Model, largest, subtract
 # written in ``baselines``, read here as fixes.agem, fixes.gpm, ...
 from .pseudoinverse import GramSolver, PrecisionWarning, warn_if_not_held  # noqa: F401
 
-#: What the rules take (``boundary.checks``: checked once, at the door, in this order).
+#: What each rule takes, beside it (checked once, at the door: ``boundary.checks.checked``), in order.
 RULE = {"net": check_net, "X": check_inputs, "G": check_output_grads}
-MASKED = {**RULE, "mask": check_output_mask}
-FREEZE = {**RULE, "trainable": check_trainable}
-HOLD = {"keep": check_keep, "keep_X": check_inputs, "rcond": check_rcond}
-PROJECT = {**RULE, **HOLD, "refine": check_refine}
-NULLSPACE = {"net": check_net, "D": check_params_like, "keep_X": check_inputs, "keep": check_keep,
-             "rcond": check_rcond, "refine": check_refine}
-PENALTY = {**RULE, "keep": check_keep, "ref": check_ref, "lam": check_weight}
-PENALTY_LIMIT = {"net": check_net, "X": check_inputs, "keep": check_keep}
-SPAN = {**RULE, **HOLD}
-RESTORE = {"net": check_net, "keep_X": check_inputs, "keep": check_keep, "ref": check_ref,
-           "tol": check_positive, "max_iter": check_whole, "rcond": check_rcond}
 
 
 def naive(net, X, G):
@@ -80,6 +69,9 @@ def naive(net, X, G):
     """
     net, X, G = checked(RULE, locals())
     return net.gradient(X, G)
+
+
+MASKED = {**RULE, "mask": check_output_mask}
 
 
 def masked(net, X, G, mask):
@@ -96,6 +88,9 @@ def masked(net, X, G, mask):
     return net.gradient(X, mask * G)
 
 
+FREEZE = {**RULE, "trainable": check_trainable}
+
+
 def freeze(net, X, G, trainable=None):
     """The ``var_list`` recipe: the gradient, with every parameter not in ``trainable`` zeroed.
 
@@ -110,6 +105,10 @@ def freeze(net, X, G, trainable=None):
     net, X, G, trainable = checked(FREEZE, locals())
     g = net.gradient(X, G)
     return {k: (v if k in trainable else np.zeros_like(v)) for k, v in g.items()}
+
+
+HOLD = {"keep": check_keep, "keep_X": check_inputs, "rcond": check_rcond}
+PROJECT = {**RULE, **HOLD, "refine": check_refine}
 
 
 def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
@@ -130,6 +129,10 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
         size = f"max |G| = {np.abs(G).max():.3g} (a gradient of max |g| = {largest(g):.3g})"
         raise (diagnosis.too_large("G", "the projected direction", net.dtype, size) if exc.argument == "D"
                else exc) from None
+
+
+NULLSPACE = {"net": check_net, "D": check_params_like, "keep_X": check_inputs, "keep": check_keep,
+             "rcond": check_rcond, "refine": check_refine}
 
 
 def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
@@ -168,6 +171,9 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     return D
 
 
+PROJECT_DENSE = {**RULE, "keep": check_keep, "keep_X": check_inputs}
+
+
 def project_dense(net, X, G, keep=(0,), keep_X=None):
     """``project`` with J built: D = g - J^+ J g, for small networks and for teaching.
 
@@ -176,7 +182,7 @@ def project_dense(net, X, G, keep=(0,), keep_X=None):
     which does not square J's condition number as the Gram route does. Memory n' q P: this is
     what ``project`` avoids by never building J; the two agree to roundoff.
     """
-    net, X, G, keep, keep_X = checked({**RULE, "keep": check_keep, "keep_X": check_inputs}, locals())
+    net, X, G, keep, keep_X = checked(PROJECT_DENSE, locals())
     g = net.gradient(X, G)
     J = jacobian.dense_rows(net, keep_X, keep)                  # (n' q, P)
     with np.errstate(over="ignore", invalid="ignore"):          # an overflow is named below
@@ -184,6 +190,9 @@ def project_dense(net, X, G, keep=(0,), keep_X=None):
     if not finite(D):
         raise diagnosis.too_large("G", "the projected direction", net.dtype, f"max |G| = {np.abs(G).max():.3g}")
     return unflatten(D, g)
+
+
+PENALTY = {**RULE, "keep": check_keep, "ref": check_ref, "lam": check_weight}
 
 
 def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
@@ -223,6 +232,9 @@ def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
         raise diagnosis.pull_overflow(G, residual, lam, exc) from None
 
 
+PENALTY_LIMIT = {"net": check_net, "X": check_inputs, "keep": check_keep}
+
+
 def penalty_limit(net, X, keep=(0,)):
     """The largest stable lr * lam for ``penalty`` on X at the current parameters:
     2 / lambda_max(J J^T), J the Jacobian of outputs ``keep`` on the rows of X.
@@ -239,6 +251,9 @@ def penalty_limit(net, X, keep=(0,)):
         raise diagnosis.gram_overflow(J, X, "X", "X")
     lam_max = np.linalg.eigvalsh(gram)[-1]
     return 2.0 / lam_max if lam_max > 0 else np.inf
+
+
+SPAN = {**RULE, **HOLD}
 
 
 def span_project(net, X, G, keep=(0,), keep_X=None, rcond=None):
@@ -292,6 +307,10 @@ def _span_project_mlp(net, g, keep_X, keep, rcond):
 
 
 # -- restore: Gauss-Newton back onto the constraint --------------------------------------------
+RESTORE = {"net": check_net, "keep_X": check_inputs, "keep": check_keep, "ref": check_ref,
+           "tol": check_positive, "max_iter": check_whole, "rcond": check_rcond}
+
+
 def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     """Gauss-Newton retraction onto {O_keep(keep_X) = ref}, in place.
 

@@ -35,7 +35,6 @@ from .boundary.checks import (
     BadValue,
     check_inputs,
     check_keep,
-    check_output_index,
     check_params_like,
     checked,
     describe,
@@ -211,6 +210,11 @@ def unflatten(vector, like):
         out[key] = np.reshape(vector[start:start + size], np.shape(value))
         start += size
     return out
+
+
+def check_output_index(name, k, got):
+    """One output index 0 .. K - 1 (i or j of a kernel)."""
+    return check_keep(name, [k], got)[0]
 
 
 KERNEL = {"net": check_mlp, "X": check_inputs, "i": check_output_index, "j": check_output_index}

@@ -265,12 +265,14 @@ def check_inputs(name, X, got):
     net = got["net"]
     if X is None and name == "keep_X" and "X" in got:
         return got["X"]
-    if not (type(X) is np.ndarray and X.dtype == net.dtype and X.ndim == 2 and X.shape[1] == net.sizes[0]
-            and X.shape[0] and finite(X)):                  # else as it came
-        X = check_matrix(name, X, net.dtype, width=net.sizes[0], width_name="input columns")
-    if X.shape[0] * 2 * sum(net.sizes[1:]) * net.dtype.itemsize > (machine_memory() or np.inf):
-        raise BadValue(f"{name}: record for its rows needs {gib(X.shape[0] * 2 * sum(net.sizes[1:]) * X.itemsize)}, "
-                       f"more than this machine's memory ({gib(machine_memory())}); pass fewer rows", argument=name)
+    need = 2 * sum(net.sizes[1:]) * net.dtype.itemsize                 # bytes of record a row
+    if type(X) is np.ndarray and X.dtype == net.dtype and X.ndim == 2 and X.shape[1] == net.sizes[0] and \
+            0 < X.shape[0] * need <= (machine_memory() or np.inf) and finite(X):
+        return X                                                        # as it came
+    X = check_matrix(name, X, net.dtype, width=net.sizes[0], width_name="input columns")
+    if X.shape[0] * need > (machine_memory() or np.inf):
+        raise BadValue(f"{name}: record for its rows needs {gib(X.shape[0] * need)}, more than this machine's "
+                       f"memory ({gib(machine_memory())}); pass fewer rows at a time", argument=name)
     return X
 
 
@@ -324,11 +326,6 @@ def check_keep(name, keep, got):
     if len(set(keep)) != len(keep):
         raise BadValue(f"{name}: expected distinct output indices, got {reprlib.repr(keep)}", argument=name)
     return [int(k) for k in keep]
-
-
-def check_output_index(name, k, got):
-    """One output index 0 .. K - 1."""
-    return check_keep(name, [k], got)[0]
 
 
 def check_writable(net):
