@@ -100,7 +100,7 @@ def ewc(net, X, G, fisher, anchor, lam):
     g = net.gradient(X, G)
     with np.errstate(over="ignore", invalid="ignore"):                    # an overflow is named below
         D = {k: g[k] + lam * fisher[k] * (net.params[k] - anchor[k]) for k in g}
-    if not all_finite(D):
+    if not all_finite(D.values()):
         raise diagnosis.too_large("lam", "lam * fisher * (theta - anchor)", net.dtype, f"lam = {lam:.3g}")
     return D
 
@@ -154,7 +154,7 @@ def fisher_diagonal(net, keep_X, keep_G):
                 part[f"W{l}"] = (record.a[l - 1] ** 2).T @ dz2 / m
                 part[f"b{l}"] = dz2.sum(axis=0) / m
         F.update(piece.to_model(part))
-    if not all_finite(F):
+    if not all_finite(F.values()):
         raise diagnosis.too_large("keep_G", "the squared per-row gradients", net.dtype,
                                   f"max |keep_G| = {np.abs(keep_G).max():.3g}")
     return F

@@ -165,7 +165,7 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
         for _ in range(1 + refine):                       # the projection, then its refinements
             alpha = solve(J.matvec(D))                    # (J J^T)^+ J D
             D = subtract(D, J.rmatvec(alpha))             # D - J^T alpha
-    if not all_finite(D):
+    if not all_finite(D.values()):
         raise diagnosis.too_large("D", "D - J^T (J J^T)^+ J D", net.dtype, f"max |D| = {largest(given):.3g}")
     warn_if_not_held(J, gram, solve, given, D, refine)
     return D

@@ -131,7 +131,7 @@ def subtract(A, B):
 
 def dot(A, B):
     """The inner product of two dicts like params, sum_k <A_k, B_k>, as a Python float."""
-    return float(sum(np.vdot(A[k], B[k]) for k in A))
+    return float(sum(map(np.vdot, A.values(), map(B.__getitem__, A))))      # A_k . B_k, k in A's order
 
 
 def largest(D):
@@ -284,7 +284,7 @@ class Model:
         check_writable(self)                            # checked on every call: an in-place write
         with np.errstate(over="ignore", invalid="ignore"):                # an overflow is named below
             new = {k: self.params[k] - lr * D[k] for k in self.params}     # theta - lr * D
-        if not all_finite(new):
+        if not all_finite(new.values()):
             raise diagnosis.step_overflow(self, [k for k, v in new.items() if not finite(v)], lr, D)
         for k, v in new.items():
             self.params[k][...] = v
@@ -427,7 +427,7 @@ class MLP(Model):
                 stages[f"db{l}"] = dz.sum(axis=0)
                 da = stages[f"da{l - 1}"] = dz @ self.params[f"W{l}"].T
         grads = {key: stages[f"d{key}"] for key in self.params}      # W1, b1, W2, b2, ...
-        if not all(map(finite, (*grads.values(), stages["da0"]))):
+        if not all_finite((*grads.values(), stages["da0"])):
             raise diagnosis.backward_overflow(self, stages, G, record)   # every stage reaches these
         return Backward(stages=stages, grads=grads)
 

@@ -62,9 +62,9 @@ def seed_calls():
     memory = (X[:4], -G_QUESTION)
     calls = {"forward": (lambda: net.forward(X), 40),
              "backward": (lambda: net.backward(record, G_QUESTION), 80),
-             "project": (lambda: fixes.project(net, X, G_QUESTION), 520),
+             "project": (lambda: fixes.project(net, X, G_QUESTION), 500),
              "restore": (lambda: fixes.restore(stepped.pop(), X, ref), 900),
-             "agem": (lambda: fixes.agem(net, X, G_QUESTION, *memory), 230)}
+             "agem": (lambda: fixes.agem(net, X, G_QUESTION, *memory), 205)}
     for call, _ in calls.values():
         call()
     return calls

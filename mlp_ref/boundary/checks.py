@@ -73,9 +73,9 @@ def finite(a):
     return bool(np.logical_and.reduce(np.isfinite(a), axis=None))
 
 
-def all_finite(D):
-    """Whether every array of the dict ``D`` is finite."""
-    return all(map(finite, D.values()))
+def all_finite(arrays):
+    """Whether every entry of every array of ``arrays`` is finite: ``finite`` of each, all in C."""
+    return all(map(functools.partial(np.logical_and.reduce, axis=None), map(np.isfinite, arrays)))
 
 
 #: the machine epsilon and the smallest normal number of a dtype, as floats (``np.finfo`` runs Python each call)
@@ -255,7 +255,7 @@ def check_rows(name, x, dtype, n, K, mask=False):
         raise BadValue(f"{name}: expected shape ({n}, {K}) or ({K},), got shape {arr.shape}{hint}", argument=name)
     if mask and not np.all((arr == 0) | (arr == 1)):
         raise BadValue(f"{name}: expected only 0s and 1s, got values {np.unique(arr)}", argument=name)
-    return arr[np.newaxis].repeat(n, axis=0) if arr.shape == (K,) else arr
+    return arr if arr.ndim == 2 else arr[np.newaxis].repeat(n, axis=0)
 
 
 # -- what the lesson's functions take ------------------------------------------------------------
@@ -279,7 +279,7 @@ def check_inputs(name, X, got):
 def check_output_grads(name, G, got):
     """G as (n, K), or (K,) for every row: n the rows of X (of keep_X for keep_G, of backward's record)."""
     rows = got["keep_X"] if name == "keep_G" else got["X"] if "X" in got else got["record"].output
-    return check_rows(name, G, got["net"].dtype, rows.shape[0], got["net"].sizes[-1])
+    return check_rows(name, G, got["net"].dtype, len(rows), got["net"].sizes[-1])
 
 
 def check_output_mask(name, mask, got):
