@@ -45,8 +45,11 @@ from .network import MLP, check_record
 
 
 def check_record_of_X(name, record, got):
-    """None, or ``net.forward(X)`` of the X given (a record of the net whose a0 holds X)."""
-    if record is not None and not np.array_equal(check_record(name, record, got).a[0], got["X"]):
+    """None, or an MLP's ``net.forward(X)`` of the X given (a record of the net whose a0 holds X); a
+    model made of MLPs makes its own."""
+    if record is None or not isinstance(got["net"], MLP):
+        return None
+    if not np.array_equal(check_record(name, record, got).a[0], got["X"]):
         raise BadValue(f"{name}: expected net.forward(X) of the X given, got a record of other inputs", argument=name)
     return record
 
@@ -54,6 +57,7 @@ def check_record_of_X(name, record, got):
 #: What the Jacobians take (``boundary.checks``: checked once, at the door).
 OUTPUT_JACOBIAN = {"net": check_mlp, "X": check_inputs, "keep": check_keep, "record": check_record_of_X}
 JACOBIAN = {"net": check_net, "X": check_inputs, "keep": check_keep}
+AT = {**JACOBIAN, "record": check_record_of_X}
 DIRECTION = {"D": check_params_like}
 
 
@@ -65,6 +69,7 @@ class OutputJacobian:
     net : MLP
     X : array_like, shape (n, d)
     keep : list of int, length q        the output columns whose Jacobian we want
+    record : Forward, optional          ``net.forward(X)`` when it is made already (``restore``'s)
 
     Attributes
     ----------
@@ -159,6 +164,7 @@ def one_hot(k, n, K, dtype):
 def at(net, X, keep, record):
     """``of(net, X, keep)`` where ``record`` is the forward record of X already made (``restore``'s, whose
     residual it gave): an MLP's Jacobian from that record; a model made of MLPs makes its pieces' own."""
+    net, X, keep, record = checked(AT, locals())
     return OutputJacobian(net, X, keep, record) if isinstance(net, MLP) else net.jacobian(X, keep)
 
 
