@@ -175,7 +175,7 @@ def check_target(name, path):
     Raises the matching OSError (FileNotFoundError, NotADirectoryError, IsADirectoryError,
     PermissionError) whose message starts with ``name``: checked before any work is done.
     """
-    path = checks.check_path(name, path)
+    path = checks.path(name, path)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.exists(folder):
         parent = folder
