@@ -60,11 +60,11 @@ def seed_calls():
     D, ref = fixes.project(net, X, G_QUESTION), net(X)[:, 0]
     stepped = [net.copy().step(D, LR["seed"]) for _ in range(3)]     # restore works in place
     memory = (X[:4], -G_QUESTION)
-    calls = {"forward": (lambda: net.forward(X), 40),
+    calls = {"forward": (lambda: net.forward(X), 35),
              "backward": (lambda: net.backward(record, G_QUESTION), 80),
              "project": (lambda: fixes.project(net, X, G_QUESTION), 500),
              "restore": (lambda: fixes.restore(stepped.pop(), X, ref), 900),
-             "agem": (lambda: fixes.agem(net, X, G_QUESTION, *memory), 205)}
+             "agem": (lambda: fixes.agem(net, X, G_QUESTION, *memory), 200)}
     for call, _ in calls.values():
         call()
     return calls

@@ -262,17 +262,17 @@ def check_rows(name, x, dtype, n, K, mask=False):
 def check_inputs(name, X, got):
     """X (keep_X: X itself when not given beside X) as a finite (n, d) array of the network's dtype whose
     record (n x 2 (n_1 + ... + n_L) numbers) fits in memory: a batch too large is refused, naming its rows."""
-    net = got["net"]
+    net, memory = got["net"], machine_memory() or np.inf
+    if type(X) is np.ndarray and X.dtype == net.dtype and X.ndim == 2 and X.shape[1] == net.sizes[0] and \
+            0 < X.shape[0] * 2 * sum(net.sizes[1:]) * net.dtype.itemsize <= memory and finite(X):
+        return X                                                        # as it came
     if X is None and name == "keep_X" and "X" in got:
         return got["X"]
-    need = 2 * sum(net.sizes[1:]) * net.dtype.itemsize                 # bytes of record a row
-    if type(X) is np.ndarray and X.dtype == net.dtype and X.ndim == 2 and X.shape[1] == net.sizes[0] and \
-            0 < X.shape[0] * need <= (machine_memory() or np.inf) and finite(X):
-        return X                                                        # as it came
     X = check_matrix(name, X, net.dtype, width=net.sizes[0], width_name="input columns")
-    if X.shape[0] * need > (machine_memory() or np.inf):
-        raise BadValue(f"{name}: record for its rows needs {gib(X.shape[0] * need)}, more than this machine's "
-                       f"memory ({gib(machine_memory())}); pass fewer rows at a time", argument=name)
+    need = X.shape[0] * 2 * sum(net.sizes[1:]) * net.dtype.itemsize
+    if need > memory:
+        raise BadValue(f"{name}: record for its rows needs {gib(need)}, more than this machine's memory "
+                       f"({gib(memory)}); pass fewer rows at a time", argument=name)
     return X
 
 
