@@ -35,17 +35,16 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import numbers
 import reprlib
 from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
 
-from .boundary import checks
-from .boundary.checks import BadType, BadValue, check_keep
+from .boundary.checks import BadType, BadValue, check_inputs, check_keep, checked, describe, is_whole
+from .boundary.model_checks import check_mlp
 from .jacobian import OutputJacobian, flatten
-from .network import MLP, Backward, Model, Piece
+from .network import BACKWARD, INPUTS, MLP, Backward, Model, Piece, check_record
 
 
 def check_groups(name, groups, K):
@@ -57,7 +56,7 @@ def check_groups(name, groups, K):
     example = [[k] for k in range(K)]
     if isinstance(groups, (str, bytes)) or not isinstance(groups, (list, tuple)):
         raise BadType(f"{name}: expected a list of groups of output indices, e.g. {example}, "
-                      f"got {checks.describe(groups)}", argument=name)
+                      f"got {describe(groups)}", argument=name)
     if len(groups) == 0:
         raise BadValue(f"{name}: expected at least one group of output indices, e.g. {example}, "
                        f"got none", argument=name)
@@ -66,14 +65,14 @@ def check_groups(name, groups, K):
     for j, group in enumerate(groups):
         if isinstance(group, (str, bytes)) or not isinstance(group, (list, tuple, range, np.ndarray)):
             raise BadType(f"{name}[{j}]: expected a list of output indices, "
-                          f"got {checks.describe(group)}", argument=name)
+                          f"got {describe(group)}", argument=name)
         if len(group) == 0:
             raise BadValue(f"{name}[{j}]: the group is empty; every group needs at least one output", argument=name)
         cols = []
         for c in group:
-            if isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Integral):
+            if not is_whole(c):
                 raise BadType(f"{name}[{j}]: expected whole numbers (output indices), "
-                              f"got {checks.describe(c)}", argument=name)
+                              f"got {describe(c)}", argument=name)
             c = int(c)
             if not 0 <= c < K:
                 raise BadValue(f"{name}[{j}]: output index {c} is out of range for "
@@ -135,8 +134,7 @@ class _Composed(Model):
 
     @classmethod
     def _from(cls, net, groups):
-        if not isinstance(net, MLP):
-            raise BadType(f"net: expected an MLP, got {checks.describe(net)}", argument="net")
+        check_mlp("net", net)
         model = object.__new__(cls)
         model._build(net.copy(), groups)        # the copy is ours to consume; net is untouched
         return model
@@ -213,8 +211,7 @@ class SplitHeads(_Composed):
 
     def head_keys(self, j):
         """The parameters of head j, [W{L}_head{j}, b{L}_head{j}]: only outputs heads[j] depend on them."""
-        if isinstance(j, (bool, np.bool_)) or not isinstance(j, numbers.Integral) \
-                or not 0 <= j < len(self.heads):
+        if not is_whole(j) or not 0 <= j < len(self.heads):
             raise BadValue(f"j: expected a head index 0 .. {len(self.heads) - 1}, got {j!r}", argument="j")
         return [f"W{self.depth}_head{j}", f"b{self.depth}_head{j}"]
 
@@ -266,6 +263,7 @@ class SplitHeads(_Composed):
     def forward(self, X):
         """X (n, d) -> the equivalent MLP's Forward record: ``.output`` (n, K) and every z_l
         and a_l (z_L, a_L with all K columns, in output order)."""
+        X = checked(INPUTS, locals())
         return self._as_mlp().forward(X)
 
     def backward(self, record, G):
@@ -286,6 +284,7 @@ class SplitHeads(_Composed):
 
         ``grads`` holds dW_l, db_l for the trunk and the heads' shares, keyed like params.
         """
+        record, G = checked(BACKWARD, locals())
         back = self._as_mlp().backward(record, G)
         grads = self._to_model(back.grads)
         heads = {f"d{k}": grads[k] for k in grads if k not in self.trunk_keys}
@@ -379,8 +378,7 @@ class TwoTower(_Composed):
     # -- naming ------------------------------------------------------------------------
     def tower_keys(self, k):
         """The parameters of tower k: only outputs groups[k] depend on them."""
-        if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral) \
-                or not 0 <= k < len(self.groups):
+        if not is_whole(k) or not 0 <= k < len(self.groups):
             raise BadValue(f"k: expected a tower index 0 .. {len(self.groups) - 1}, got {k!r}", argument="k")
         return [f"{p}{l}_tower{k}" for l in range(1, self.depth + 1) for p in "Wb"]
 
@@ -422,6 +420,7 @@ class TwoTower(_Composed):
     def forward(self, X):
         """X (n, d) -> TowerForward: every tower run on X, its Forward record kept, and
         ``.output`` (n, K) their columns put back in output order."""
+        X = checked(INPUTS, locals())
         records = [self._tower(k).forward(X) for k in range(len(self.groups))]
         n = records[0].output.shape[0]
         out = np.empty((n, self.sizes[-1]), dtype=self.dtype)
@@ -443,20 +442,7 @@ class TwoTower(_Composed):
         ``da0`` = sum_k da0_tower{k}: X feeds every tower, so the gradients add at that fork.
         ``grads`` are keyed like params.
         """
-        if not isinstance(record, TowerForward) or len(record.towers) != len(self.groups):
-            raise BadType(f"record: expected the TowerForward record returned by "
-                          f"model.forward(X) of a TwoTower with {len(self.groups)} towers, "
-                          f"got {checks.describe(record)}", argument="record")
-        if not (isinstance(record.output, np.ndarray) and record.output.ndim == 2):
-            raise BadValue(f"record: expected .output, the (n, {self.sizes[-1]}) array that "
-                           f"forward made, got {checks.describe(record.output)}", argument="record")
-        n, K = record.output.shape
-        rows = [t.output.shape[0] for t in record.towers]
-        if K != self.sizes[-1] or rows != [n] * len(rows):
-            raise BadValue(f"record: expected this model's forward record, .output (n, "
-                           f"{self.sizes[-1]}) and every tower on its n rows, got .output "
-                           f"{record.output.shape} and towers on {rows} rows", argument="record")
-        G = checks.rows_or_vector("G", G, self.dtype, n, K)
+        record, G = checked(TOWER_BACKWARD, locals())
         stages, grads = {}, {}
         da0 = 0.0
         for k, cols in enumerate(self.groups):
@@ -466,6 +452,30 @@ class TwoTower(_Composed):
             da0 = da0 + back.stages["da0"]
         stages["da0"] = da0
         return Backward(stages=stages, grads=grads)
+
+
+def check_tower_record(name, record, got):
+    """A TowerForward of this TwoTower: its towers' records, and .output (n, K) on their n rows."""
+    model = got["net"]
+    if not isinstance(record, TowerForward) or len(record.towers) != len(model.groups):
+        raise BadType(f"{name}: expected the TowerForward record returned by model.forward(X) of a TwoTower "
+                      f"with {len(model.groups)} towers, got {describe(record)}", argument=name)
+    if not (isinstance(record.output, np.ndarray) and record.output.ndim == 2):
+        raise BadValue(f"{name}: expected .output, the (n, {model.sizes[-1]}) array that "
+                       f"forward made, got {describe(record.output)}", argument=name)
+    n, K = record.output.shape
+    rows = [t.output.shape[0] for t in record.towers]
+    if K != model.sizes[-1] or rows != [n] * len(rows):
+        raise BadValue(f"{name}: expected this model's forward record, .output (n, {model.sizes[-1]}) and "
+                       f"every tower on its n rows, got .output {record.output.shape} and towers on {rows} rows",
+                       argument=name)
+    for k, tower in enumerate(record.towers):     # each tower's record, as its MLP's forward made it
+        check_record(name, tower, {"net": model._tower(k)})
+    return record
+
+
+TOWER_BACKWARD = {"record": check_tower_record, "G": BACKWARD["G"]}
+PIECEWISE = {"X": check_inputs, "keep": check_keep}
 
 
 class PiecewiseJacobian:
@@ -479,7 +489,7 @@ class PiecewiseJacobian:
 
     def __init__(self, net, X, keep=(0,)):
         self.net = net
-        self.keep = check_keep(keep, net.sizes[-1])
+        X, self.keep = checked(PIECEWISE, locals())
         self.parts = []                  # (piece, positions j in keep, the piece's Jacobian)
         for piece in net.pieces():
             js = [j for j, k in enumerate(self.keep) if k in piece.outputs]

@@ -25,29 +25,29 @@ it is made of (``net.pieces()``), or is refused with a TypeError starting ``net:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
-from .boundary import checks, diagnosis
-from .boundary.model_checks import (
-    check_agem,
-    check_bases,
-    check_ewc,
-    check_gpm_rule,
-    check_memory,
-    check_net,
-    check_XG,
-    memory_batches,
+from .boundary import diagnosis
+from .boundary.checks import (
+    all_finite,
+    check_inputs,
+    check_output_grads,
+    check_params_like,
+    check_real,
+    checked,
+    eps,
 )
-
-
-def dot(A, B):
-    """The inner product of two dicts like params, sum_k <A_k, B_k>, as a Python float."""
-    return float(sum(np.vdot(A[k], B[k]) for k in A))
-
+from .boundary.model_checks import check_bases, check_batches, check_cut, check_fisher, check_net, check_threshold
+from .network import dot  # noqa: F401  (baselines.dot: the inner product of two dicts like params)
 
 # -- A-GEM ---------------------------------------------------------------------------------
-@checks.overflow_is_reported
+#: What each rule takes, beside it (checked once, at the door: ``boundary.checks.checked``), in order.
+AGEM = {"net": check_net, "X": check_inputs, "G": check_output_grads, "keep_X": check_inputs,
+        "keep_G": check_output_grads}
+
+
 def agem(net, X, G, keep_X, keep_G):
     """Averaged Gradient Episodic Memory (Chaudhry et al. 2019): g, with the component that
     would raise the memory's loss removed when, and only when, there is one.
@@ -62,18 +62,23 @@ def agem(net, X, G, keep_X, keep_G):
     the memory's loss, to first order: one averaged inequality, not a held output. When
     g.r >= 0 D is g itself, bit for bit.
     """
-    X, G, keep_X, keep_G = check_agem(net, X, G, keep_X, keep_G)
+    net, X, G, keep_X, keep_G = checked(AGEM, locals())
     g = net.gradient(X, G)
     r = net.gradient(keep_X, keep_G)
-    g_r, r_r = dot(g, r), dot(r, r)
-    diagnosis.finite_dots(g_r, r_r, g)
+    with np.errstate(over="ignore", invalid="ignore"):                    # an overflow is named below
+        g_r, r_r = dot(g, r), dot(r, r)
+    if not (np.isfinite(g_r) and np.isfinite(r_r)):
+        raise diagnosis.dots_overflow(g_r, r_r, dot(g, g))
     if g_r >= 0 or r_r == 0:
         return g
     return {k: g[k] - (g_r / r_r) * r[k] for k in g}
 
 
 # -- EWC -----------------------------------------------------------------------------------
-@checks.overflow_is_reported
+EWC = {"net": check_net, "X": check_inputs, "G": check_output_grads, "fisher": check_fisher,
+       "anchor": check_params_like, "lam": partial(check_real, low=0.0)}
+
+
 def ewc(net, X, G, fisher, anchor, lam):
     """Elastic Weight Consolidation (Kirkpatrick et al. 2017): the gradient of
     L + lam/2 sum_k F_k (theta_k - anchor_k)^2,
@@ -91,10 +96,12 @@ def ewc(net, X, G, fisher, anchor, lam):
     that it is a restoring force whose weight nothing ties to an output: like ``fixes.penalty``,
     a pull, never a guarantee.
     """
-    X, G, fisher, anchor, lam = check_ewc(net, X, G, fisher, anchor, lam)
+    net, X, G, fisher, anchor, lam = checked(EWC, locals())
     g = net.gradient(X, G)
-    D = {k: g[k] + lam * fisher[k] * (net.params[k] - anchor[k]) for k in g}
-    diagnosis.finite_ewc_pull(D, lam, net.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):                    # an overflow is named below
+        D = {k: g[k] + lam * fisher[k] * (net.params[k] - anchor[k]) for k in g}
+    if not all_finite(D.values()):
+        raise diagnosis.too_large("lam", "lam * fisher * (theta - anchor)", net.dtype, f"lam = {lam:.3g}")
     return D
 
 
@@ -111,7 +118,9 @@ def ewc_merge(fishers, anchors):
     return F, anchor
 
 
-@checks.overflow_is_reported
+FISHER = {"net": check_net, "keep_X": check_inputs, "keep_G": check_output_grads}
+
+
 def fisher_diagonal(net, keep_X, keep_G):
     """The empirical diagonal Fisher of a memory: the mean over its rows of the squared per-row
     gradients of the loss,
@@ -131,7 +140,7 @@ def fisher_diagonal(net, keep_X, keep_G):
 
     Returns a dict like params, every entry >= 0.
     """
-    keep_X, keep_G = check_memory(net, keep_X, keep_G)
+    net, keep_X, keep_G = checked(FISHER, locals())
     m = keep_X.shape[0]
     F = {}
     for piece in net.pieces():
@@ -139,12 +148,15 @@ def fisher_diagonal(net, keep_X, keep_G):
         record = mlp.forward(keep_X)
         stages = mlp.backward(record, keep_G[:, piece.outputs]).stages
         part = {}
-        for l in range(1, mlp.depth + 1):
-            dz2 = stages[f"dz{l}"] ** 2
-            part[f"W{l}"] = (record.a[l - 1] ** 2).T @ dz2 / m
-            part[f"b{l}"] = dz2.sum(axis=0) / m
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):    # an overflow is named below
+            for l in range(1, mlp.depth + 1):
+                dz2 = stages[f"dz{l}"] ** 2
+                part[f"W{l}"] = (record.a[l - 1] ** 2).T @ dz2 / m
+                part[f"b{l}"] = dz2.sum(axis=0) / m
         F.update(piece.to_model(part))
-    diagnosis.finite_fisher(F, keep_G, net.dtype)
+    if not all_finite(F.values()):
+        raise diagnosis.too_large("keep_G", "the squared per-row gradients", net.dtype,
+                                  f"max |keep_G| = {np.abs(keep_G).max():.3g}")
     return F
 
 
@@ -161,7 +173,10 @@ class Bases:
         return [[U.shape[1] for U in piece] for piece in self.bases]
 
 
-@checks.overflow_is_reported
+GPM_BASES = {"net": check_net, "threshold": check_threshold, "cut": check_cut, "previous": check_bases,
+             "keep_X": check_batches}
+
+
 def gpm_bases(net, keep_X, threshold=None, cut=None, previous=None):
     """Per layer, an orthonormal basis of the layer's inputs on old data (GPM, Saha et al. 2021).
 
@@ -190,16 +205,21 @@ def gpm_bases(net, keep_X, threshold=None, cut=None, previous=None):
 
     Returns Bases: per piece, per layer, [M, new] (orthonormal, r0 + k columns).
     """
-    threshold, cut = check_gpm_rule(threshold, cut)
-    old = check_bases(check_net(net), previous, Bases)
+    net, threshold, cut, previous, batches = checked(GPM_BASES, locals())
+    threshold = 0.99 if threshold is None and cut is None else threshold     # GPM's default
     pieces = net.pieces()
+    old = previous.bases if previous is not None else [
+        [np.zeros((n + 1, 0), dtype=net.dtype) for n in piece.mlp.sizes[:-1]] for piece in pieces]
     R = [[np.zeros((0, n + 1), dtype=net.dtype) for n in piece.mlp.sizes[:-1]] for piece in pieces]
-    for batch in memory_batches(net, keep_X):                 # sum_i x_i x_i^T, as its factor R
-        for p, piece in enumerate(pieces):
-            record = piece.mlp.forward(batch)
-            for l in range(1, piece.mlp.depth + 1):
-                A1 = np.hstack([record.a[l - 1], np.ones((batch.shape[0], 1), dtype=net.dtype)])
-                R[p][l - 1] = np.linalg.qr(np.vstack([R[p][l - 1], A1]), mode="r")
+    if isinstance(batches, np.ndarray):                      # one batch (from inside the lesson)
+        batches = [batches]
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        for batch in batches:                                # sum_i x_i x_i^T, as its factor R
+            for p, piece in enumerate(pieces):
+                record = piece.mlp.forward(batch)
+                for l in range(1, piece.mlp.depth + 1):
+                    A1 = np.hstack([record.a[l - 1], np.ones((batch.shape[0], 1), dtype=net.dtype)])
+                    R[p][l - 1] = np.linalg.qr(np.vstack([R[p][l - 1], A1]), mode="r")
     return Bases([[_grow(R[p][l], old[p][l], threshold, cut) for l in range(len(R[p]))]
                   for p in range(len(pieces))])
 
@@ -208,7 +228,7 @@ def _grow(R, M, threshold, cut):
     """[M, V]: M and the directions of R (I - M M^T) that GPM's criterion (or the cut) keeps."""
     d = R.shape[1]
     s_all = np.linalg.svd(R, compute_uv=False)
-    tol = d * checks.eps(R.dtype) * (s_all[0] if s_all.size else 0.0)
+    tol = d * eps(R.dtype) * (s_all[0] if s_all.size else 0.0)
     R_hat = R - (R @ M) @ M.T
     _, s, Vt = np.linalg.svd(R_hat, full_matrices=False)
     real = s > tol                                          # above round-off
@@ -229,7 +249,9 @@ def _grow(R, M, threshold, cut):
     return np.hstack([M, V])
 
 
-@checks.overflow_is_reported
+GPM = {"net": check_net, "X": check_inputs, "G": check_output_grads, "bases": check_bases}
+
+
 def gpm(net, X, G, bases):
     """Gradient Projection Memory (Saha et al. 2021): each layer's update projected off the span
     of that layer's old inputs,
@@ -247,11 +269,10 @@ def gpm(net, X, G, bases):
 
     Works on every model: each MLP of it (``net.pieces()``) with its own bases.
     """
-    X, G = check_XG(net, X, G)
-    U = check_bases(net, bases, Bases, "bases", empty=False)
+    net, X, G, bases = checked(GPM, locals())
     g = net.gradient(X, G)
     D = dict(g)
-    for piece, piece_U in zip(net.pieces(), U):
+    for piece, piece_U in zip(net.pieces(), bases.bases):
         part = piece.to_mlp(g)
         out = {}
         for l, Ul in enumerate(piece_U, 1):

@@ -13,14 +13,20 @@ from __future__ import annotations
 import importlib.util
 import io
 import os
+from functools import partial
 
 import numpy as np
 
 from . import resources
-from .boundary import checks
-from .boundary.checks import BadValue
+from .boundary.checks import BadValue, check_real, check_seed, check_whole, checked
 
 INPUT_DIM = 3
+
+#: What the data sets take (``boundary.checks``: checked once, at the door).
+SEED_DATA = {"n": check_whole, "seed": check_seed, "noise": partial(check_real, low=0.0)}
+PROBE = {"n": check_whole, "seed": check_seed}
+DIGITS = {"test_fraction": partial(check_real, low=0.0, strict=True, below=1.0, what="a fraction below 1"),
+          "seed": check_seed}
 
 
 def seed_data(n=8, seed=0, noise=0.01):
@@ -31,9 +37,8 @@ def seed_data(n=8, seed=0, noise=0.01):
     X : ndarray, shape (n, 3)       uniform in [0, 1)
     Y : ndarray, shape (n, 2)       columns x1+x2+x3 and x1^2+x2^2+x3^2, plus noise
     """
-    n = checks.whole_number("n", n)
-    noise = checks.real("noise", noise, low=0.0)
-    rng = np.random.default_rng(checks.seed("seed", seed))
+    n, seed, noise = checked(SEED_DATA, locals())
+    rng = np.random.default_rng(seed)
     X = rng.random((n, INPUT_DIM))
     Y = np.zeros((n, 2))
     Y[:, 0] += X.sum(axis=1)
@@ -47,8 +52,8 @@ def probe_inputs(n=256, seed=1):
 
     The default seed differs from ``seed_data``'s, so the probes are not the batch.
     """
-    n = checks.whole_number("n", n)
-    return np.random.default_rng(checks.seed("seed", seed)).random((n, INPUT_DIM))
+    n, seed = checked(PROBE, locals())
+    return np.random.default_rng(seed).random((n, INPUT_DIM))
 
 
 # -- a real data set: the 8 x 8 handwritten digits ---------------------------------------------
@@ -107,10 +112,8 @@ def digits(test_fraction=1 / 3, seed=0, source="shipped"):
     X_train : ndarray, shape (n_train, 64)      y_train : ndarray of int, shape (n_train,)
     X_test : ndarray, shape (n_test, 64)        y_test : ndarray of int, shape (n_test,)
     """
-    test_fraction = checks.real("test_fraction", test_fraction, low=0.0, low_inclusive=False)
-    if test_fraction >= 1.0:
-        raise BadValue(f"test_fraction: expected a fraction below 1, got {test_fraction}", argument="test_fraction")
-    rng = np.random.default_rng(checks.seed("seed", seed))
+    test_fraction, seed = checked(DIGITS, locals())
+    rng = np.random.default_rng(seed)
     images, labels = digits_arrays(source)
     test = np.zeros(len(labels), dtype=bool)
     for digit in range(DIGIT_CLASSES):

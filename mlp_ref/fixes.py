@@ -25,28 +25,40 @@ tricks a benchmark needs, tested equal.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from functools import partial
+
 import numpy as np
 
 from . import jacobian
 from .baselines import Bases, agem, ewc, ewc_merge, fisher_diagonal, gpm, gpm_bases  # noqa: F401
-from .boundary import checks, diagnosis
-from .boundary.checks import all_or_nothing, check_inputs, check_keep, check_rcond
-
-# what a caller of the rules may catch or read: the warning, restore's report; and the field's
-# rules, A-GEM, EWC and GPM, written in ``baselines``, read here as fixes.agem, fixes.gpm, ...
-from .boundary.diagnosis import PrecisionWarning, RestoreReport, finite_gram, warn_if_not_held  # noqa: F401
-from .boundary.model_checks import (
-    check_net,
-    check_nullspace,
-    check_penalty,
-    check_ref,
-    check_restore,
-    check_rule,
-    check_trainable,
-    check_XG,
+from .boundary import diagnosis
+from .boundary.checks import (
+    BadValue,
+    all_finite,
+    check_inputs,
+    check_keep,
+    check_output_grads,
+    check_output_mask,
+    check_params_like,
+    check_positive,
+    check_rcond,
+    check_weight,
+    check_whole,
+    checked,
+    eps,
+    finite,
 )
+from .boundary.model_checks import check_net, check_ref, check_refine, check_trainable
 from .jacobian import flatten, unflatten
-from .pseudoinverse import GramSolver
+from .network import Model, largest, subtract
+
+# what a caller of the rules may catch: the warning; and the field's rules, A-GEM, EWC and GPM,
+# written in ``baselines``, read here as fixes.agem, fixes.gpm, ...
+from .pseudoinverse import GramSolver, PrecisionWarning, warn_if_not_held  # noqa: F401
+
+#: What each rule takes, beside it (checked once, at the door: ``boundary.checks.checked``), in order.
+RULE = {"net": check_net, "X": check_inputs, "G": check_output_grads}
 
 
 def naive(net, X, G):
@@ -55,8 +67,11 @@ def naive(net, X, G):
     Guarantee: none for out1. Its first-order change is -lr * J_1 g = -lr * K_12 G_2
     (K_12 the cross-output tangent kernel), O(lr) on every input.
     """
-    X, G = check_XG(net, X, G)
+    net, X, G = checked(RULE, locals())
     return net.gradient(X, G)
+
+
+MASKED = {**RULE, "mask": check_output_mask}
 
 
 def masked(net, X, G, mask):
@@ -69,9 +84,11 @@ def masked(net, X, G, mask):
     naive exactly, and out1 still drifts O(lr) whenever shared parameters move. A mask is
     the tool for a missing label, not for invariance.
     """
-    X, G = check_XG(net, X, G)
-    mask = checks.mask("mask", mask, net.dtype, *G.shape)
+    net, X, G, mask = checked(MASKED, locals())
     return net.gradient(X, mask * G)
+
+
+FREEZE = {**RULE, "trainable": check_trainable}
 
 
 def freeze(net, X, G, trainable=None):
@@ -85,10 +102,13 @@ def freeze(net, X, G, trainable=None):
     already zero, so training only the output layer never touches out1's weights. Cost:
     the shared trunk can no longer learn anything for out2.
     """
-    X, G = check_XG(net, X, G)
-    trainable = check_trainable(net, net.output_keys if trainable is None else trainable)
+    net, X, G, trainable = checked(FREEZE, locals())
     g = net.gradient(X, G)
     return {k: (v if k in trainable else np.zeros_like(v)) for k, v in g.items()}
+
+
+HOLD = {"keep": check_keep, "keep_X": check_inputs, "rcond": check_rcond}
+PROJECT = {**RULE, **HOLD, "refine": check_refine}
 
 
 def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
@@ -101,13 +121,20 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     the curvature of the network is not). On inputs that were not constrained the drift
     is O(lr) in general. Among all directions with J_1 . D = 0, D is the closest to g.
     """
-    X, G, keep_X = check_rule(net, X, G, keep_X)
+    net, X, G, keep, keep_X, rcond, refine = checked(PROJECT, locals())
     g = net.gradient(X, G)
-    with diagnosis.made_from_G(net, G, g):           # D is made from G: an overflow is G's
+    try:
         return nullspace(net, g, keep_X, keep, rcond, refine)
+    except BadValue as exc:             # D = g overflowed: g is made from G, so G is named
+        size = f"max |G| = {np.abs(G).max():.3g} (a gradient of max |g| = {largest(g):.3g})"
+        raise (diagnosis.too_large("G", "the projected direction", net.dtype, size) if exc.argument == "D"
+               else exc) from None
 
 
-@checks.overflow_is_reported
+NULLSPACE = {"net": check_net, "D": check_params_like, "keep_X": check_inputs, "keep": check_keep,
+             "rcond": check_rcond, "refine": check_refine}
+
+
 def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     """D - J^T (J J^T)^+ J D: the part of D that moves no kept output on keep_X (to first order).
 
@@ -125,27 +152,28 @@ def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
 
     Accuracy, with refine >= 1 and m constraints: |J D| <= (32 + m) eps ||J| (|D| + |D_given|)||,
     about what rounding J . D_given and D to the dtype leaves. Where that is not assured it is
-    measured, and a PrecisionWarning says why it falls short (``diagnosis.warn_if_not_held``).
+    measured, and a PrecisionWarning says why it falls short (``pseudoinverse.warn_if_not_held``).
     """
-    D, keep_X, rcond, refine = check_nullspace(net, D, keep_X, rcond, refine)
+    net, D, keep_X, keep, rcond, refine = checked(NULLSPACE, locals())
     J = jacobian.of(net, keep_X, keep)
-    gram = finite_gram(J, keep_X)
-    solve = GramSolver(gram, rcond)                       # (J J^T)^+
     given = D
-    for _ in range(1 + refine):                           # the projection, then its refinements
-        alpha = solve(J.matvec(D))                        # (J J^T)^+ J D
-        D = subtract(D, J.rmatvec(alpha))                 # D - J^T alpha
-        diagnosis.finite_direction(D, given, net.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named below
+        gram = J.gram()                                   # J J^T
+        if not finite(gram):
+            raise diagnosis.gram_overflow(J, keep_X)
+        solve = GramSolver(gram, rcond)                   # (J J^T)^+
+        for _ in range(1 + refine):                       # the projection, then its refinements
+            alpha = solve(J.matvec(D))                    # (J J^T)^+ J D
+            D = subtract(D, J.rmatvec(alpha))             # D - J^T alpha
+    if not all_finite(D.values()):
+        raise diagnosis.too_large("D", "D - J^T (J J^T)^+ J D", net.dtype, f"max |D| = {largest(given):.3g}")
     warn_if_not_held(J, gram, solve, given, D, refine)
     return D
 
 
-def subtract(A, B):
-    """A - B for two dicts like params."""
-    return {k: A[k] - B[k] for k in A}
+PROJECT_DENSE = {**RULE, "keep": check_keep, "keep_X": check_inputs}
 
 
-@checks.overflow_is_reported
 def project_dense(net, X, G, keep=(0,), keep_X=None):
     """``project`` with J built: D = g - J^+ J g, for small networks and for teaching.
 
@@ -154,15 +182,19 @@ def project_dense(net, X, G, keep=(0,), keep_X=None):
     which does not square J's condition number as the Gram route does. Memory n' q P: this is
     what ``project`` avoids by never building J; the two agree to roundoff.
     """
-    X, G, keep_X = check_rule(net, X, G, keep_X)
+    net, X, G, keep, keep_X = checked(PROJECT_DENSE, locals())
     g = net.gradient(X, G)
-    J = jacobian.dense_rows(net, keep_X, keep)              # (n' q, P)
-    D = flatten(g) - np.linalg.pinv(J) @ (J @ flatten(g))   # g - J^+ J g
-    diagnosis.finite_projection(net, G, D)
+    J = jacobian.dense_rows(net, keep_X, keep)                  # (n' q, P)
+    with np.errstate(over="ignore", invalid="ignore"):          # an overflow is named below
+        D = flatten(g) - np.linalg.pinv(J) @ (J @ flatten(g))   # g - J^+ J g
+    if not finite(D):
+        raise diagnosis.too_large("G", "the projected direction", net.dtype, f"max |G| = {np.abs(G).max():.3g}")
     return unflatten(D, g)
 
 
-@checks.overflow_is_reported
+PENALTY = {**RULE, "keep": check_keep, "ref": check_ref, "lam": check_weight}
+
+
 def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
     """The gradient of L + lam/2 * ||O_keep(X) - ref||^2: g + lam * J_keep^T (O_keep - ref).
 
@@ -183,14 +215,24 @@ def penalty(net, X, G, keep=(0,), ref=None, lam=0.5):
     tutorials use (lr * lam * lambda_max = 0.76 on the seed setup at lr 0.1, 0.83 on the
     visible one at lr 0.01).
     """
-    X, G, keep, lam = check_penalty(net, X, G, keep, lam)
+    net, X, G, keep, ref, lam = checked(PENALTY, locals())
     out = net(X)
-    ref = out[:, keep] if ref is None else check_ref(ref, X.shape[0], keep, net.dtype)
-    residual = out[:, keep] - ref                          # O_keep - ref
-    G_total = np.array(G)
-    G_total[:, keep] += lam * residual                     # G + the penalty's output gradient
-    with diagnosis.pulled(G, G_total, residual, ref, lam):    # an overflow: G's, lam's or ref's?
+    ref = out[:, keep] if ref is None else ref
+    with np.errstate(over="ignore", invalid="ignore"):     # an overflow is named below
+        residual = out[:, keep] - ref                      # O_keep - ref
+        G_total = np.array(G)
+        G_total[:, keep] += lam * residual                 # G + the penalty's output gradient
+    if not finite(residual):
+        raise diagnosis.distance_overflow(ref, net.dtype)
+    if not finite(G_total):
+        raise diagnosis.pull_overflow(G, residual, lam)
+    try:
         return net.gradient(X, G_total)
+    except BadValue as exc:             # the backward pass overflowed: G's, lam's or ref's?
+        raise diagnosis.pull_overflow(G, residual, lam, exc) from None
+
+
+PENALTY_LIMIT = {"net": check_net, "X": check_inputs, "keep": check_keep}
 
 
 def penalty_limit(net, X, keep=(0,)):
@@ -201,9 +243,17 @@ def penalty_limit(net, X, keep=(0,)):
     eigenvalues 1 - lr * lam * lambda_i lie in (-1, 1) exactly when lr * lam * lambda_max < 2.
     The bound moves as the network trains: check it again after many steps.
     """
-    X = check_inputs(check_net(net), X)
-    lam_max = np.linalg.eigvalsh(finite_gram(jacobian.of(net, X, keep), X, "X", "X"))[-1]
+    net, X, keep = checked(PENALTY_LIMIT, locals())
+    J = jacobian.of(net, X, keep)
+    with np.errstate(over="ignore", invalid="ignore"):     # an overflow is named below
+        gram = J.gram()
+    if not finite(gram):
+        raise diagnosis.gram_overflow(J, X, "X", "X")
+    lam_max = np.linalg.eigvalsh(gram)[-1]
     return 2.0 / lam_max if lam_max > 0 else np.inf
+
+
+SPAN = {**RULE, **HOLD}
 
 
 def span_project(net, X, G, keep=(0,), keep_X=None, rcond=None):
@@ -227,8 +277,7 @@ def span_project(net, X, G, keep=(0,), keep_X=None, rcond=None):
     For a model made of several MLPs (``net.pieces()``), each piece computing a kept output
     is projected so; a piece computing none (another tower) keeps its gradient.
     """
-    X, G, keep_X = check_rule(net, X, G, keep_X)
-    keep, rcond = check_keep(keep, net.sizes[-1]), check_rcond(rcond)
+    net, X, G, keep, keep_X, rcond = checked(SPAN, locals())
     g = net.gradient(X, G)
     D = dict(g)
     for piece in net.pieces():
@@ -257,6 +306,11 @@ def _span_project_mlp(net, g, keep_X, keep, rcond):
     return D
 
 
+# -- restore: Gauss-Newton back onto the constraint --------------------------------------------
+RESTORE = {"net": check_net, "keep_X": check_inputs, "keep": check_keep, "ref": check_ref,
+           "tol": check_positive, "max_iter": check_whole, "rcond": check_rcond}
+
+
 def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     """Gauss-Newton retraction onto {O_keep(keep_X) = ref}, in place.
 
@@ -267,26 +321,110 @@ def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
     four at the tutorials' step sizes.
 
     The tolerance is max(tol, 16 eps * max(1, max |ref|)): no finer than the dtype resolves at
-    the size of what is held (``diagnosis.restore_tolerance``). The report says when tol was
-    raised so, and why when it did not converge.
+    the size of what is held (``restore_tolerance``). The report says when tol was raised so,
+    and why when it did not converge. A failure changes nothing (``all_or_nothing``).
 
     ref : shape (len(keep_X), len(keep)), or (n,) when one output is kept
     Returns a RestoreReport.
     """
-    keep_X, keep, ref, tol, max_iter, rcond = check_restore(net, keep_X, ref, keep, tol,
-                                                            max_iter, rcond)
-    tol, note = diagnosis.restore_tolerance(tol, ref)
+    net, keep_X, keep, ref, tol, max_iter, rcond = checked(RESTORE, locals())
+    return gauss_newton(net, keep_X, keep, ref, tol, max_iter, type(net).forward, jacobian.at,
+                        partial(GramSolver, rcond=rcond), Model.step)
+
+
+def gauss_newton(net, keep_X, keep, ref, tol, max_iter, forward, jacobian_at, Solver, step):
+    """``restore``'s loop, in place, for either tier: ``forward(net, keep_X)`` is a forward record (its
+    ``.output``), ``jacobian_at(net, keep_X, keep, record)`` the Jacobian J of the kept outputs from it,
+    ``Solver(gram)`` the pseudo-inverse of J J^T, ``step(net, D, 1.0)`` takes theta <- theta - D."""
+    tol, note = restore_tolerance(tol, ref)
     history, solve = [], None
-    with all_or_nothing(net):
+    with all_or_nothing(net), np.errstate(over="ignore", invalid="ignore"):   # overflows are named below
         for it in range(max_iter + 1):
-            with diagnosis.blamed_on_ref(history):
-                r = (net(keep_X)[:, keep] - ref).reshape(-1)  # rows c = i q + j, as J's
-            history.append(diagnosis.largest_residual(r, ref))
-            if history[-1] <= tol or it == max_iter:
+            try:
+                record = forward(net, keep_X)                         # the outputs at theta
+            except BadValue as exc:                                   # they overflowed: ref's steps?
+                raise diagnosis.unreachable(history, exc) from None
+            r = (record.output[:, keep] - ref).reshape(-1)            # the residual, rows c = i q + j as J's
+            history.append(float(np.abs(r).max()))                    # its max
+            if not np.isfinite(history[-1]):
+                raise diagnosis.distance_overflow(ref, net.dtype)
+            if history[-1] <= tol or it == max_iter:                  # converged, or out of steps
                 break
-            J = jacobian.of(net, keep_X, keep)
-            solve = GramSolver(finite_gram(J, keep_X), rcond)     # (J J^T)^+
-            with np.errstate(over="ignore", invalid="ignore"):    # an overflow is named by the step
-                D = J.rmatvec(solve(r))                           # J^T (J J^T)^+ r
-            diagnosis.restoring_step(net, D, history[-1])
-    return diagnosis.restore_report(history, tol, note, solve, r.size)
+            J = jacobian_at(net, keep_X, keep, record)                # J at theta
+            gram = J.gram()                                           # J J^T
+            if not finite(gram):
+                raise diagnosis.gram_overflow(J, keep_X)
+            solve = Solver(gram)                                      # (J J^T)^+
+            try:
+                step(net, J.rmatvec(solve(r)), 1.0)                   # theta <- theta - J^T (J J^T)^+ r
+            except BadValue as exc:                                   # a step that does not fit: ref's
+                raise diagnosis.unreachable(history, exc) from None
+    converged = history[-1] <= tol
+    return RestoreReport(converged=converged, iterations=len(history) - 1, residual=history[-1],
+                         history=history, tol=tol,
+                         note=note if converged else diagnosis.why_not_converged(history, solve, r.size))
+
+
+#: restore aims no closer to ref than this many eps of the dtype times max(1, max |ref|): where
+#: the dtype resolves every constraint it comes within 2 eps * max(1, max |ref|) of ref (measured
+#: on 200 random networks in float64 and float32), while an absolute 1e-12 is less than one ulp
+#: of 1e100 (1.9e84), and a millionth of float32's eps.
+RESTORE_FLOOR_EPS = 16
+
+
+def restore_tolerance(tol, ref):
+    """(the tolerance ``restore`` stops at, a note): tol, or where tol asks for less than the dtype
+    resolves at the size of what is held, its resolution there, RESTORE_FLOOR_EPS * eps *
+    max(1, max |ref|) (at least 1: an output near 0 is still a sum of terms that need not be
+    small), and then the note says so. So ref = 1e-3 and ref = 1e100 both converge on every CPU
+    (an absolute 1e-12 at 1e100 asks for less than one unit in the last place, 1.9e84), and
+    float32 (eps 1.2e-7) aims at what it can reach."""
+    floor = RESTORE_FLOOR_EPS * eps(ref.dtype) * max(1.0, float(np.abs(ref).max()))
+    if tol >= floor:
+        return tol, ""
+    return floor, (f"tol = {tol:.3g} is finer than {ref.dtype} resolves at max |ref| = "
+                   f"{float(np.abs(ref).max()):.3g}: held to {RESTORE_FLOOR_EPS} eps * max(1, max |ref|) "
+                   f"= {floor:.3g}")
+
+
+@dataclass
+class RestoreReport:
+    """What ``restore`` did: it never loops forever and never pretends it converged.
+
+    converged  : max |O_keep(keep_X) - ref| <= tol at the end
+    iterations : Gauss-Newton steps taken
+    residual   : the final max |O_keep(keep_X) - ref|
+    history    : the residual before each step, and after the last one
+    tol        : the tolerance it stopped at: the caller's tol, or the dtype's resolution at the
+                 size of ref where tol asks for less (``restore_tolerance``)
+    note       : "" when there is nothing to add; else why tol was raised to the floor, or why
+                 the loop did not converge
+    """
+    converged: bool
+    iterations: int
+    residual: float
+    history: list = field(default_factory=list)
+    tol: float = 0.0
+    note: str = ""
+
+    def __str__(self):
+        state = "converged" if self.converged else "NOT converged"
+        return (f"restore: {state} after {self.iterations} iteration(s), "
+                f"max |O - ref| = {self.residual:.3e}" + (f" ({self.note})" if self.note else ""))
+
+
+class all_or_nothing:
+    """A block after which the network holds its new parameters, or, on any failure or
+    interruption inside it, the very bits it had at the start, in the same arrays."""
+
+    def __init__(self, net):
+        self.net, self.start = net, {k: v.copy() for k, v in net.params.items()}
+
+    def __enter__(self):
+        return self.net
+
+    def __exit__(self, kind, error, traceback):
+        if kind is not None:
+            for k, v in self.start.items():
+                if self.net.params[k].flags.writeable:
+                    self.net.params[k][...] = v

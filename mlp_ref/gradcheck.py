@@ -53,8 +53,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .boundary import checks
-from .boundary.checks import BadType, BadValue
-from .network import MLP
+from .boundary.checks import BadType, BadValue, check_inputs, check_output_grads, check_positive, checked
+from .boundary.model_checks import check_mlp
 
 #: The precision of the numerical side: 80-bit on x86 (eps 1.1e-19); float64 where the
 #: platform has nothing wider, and then the check is only as good as float64's differences.
@@ -110,7 +110,7 @@ def numerical_gradient(f, x, h=1e-5):
     if not callable(f):
         raise BadType(f"f: expected a function of no arguments that returns an array, got "
                       f"{checks.describe(f)}", argument="f")
-    h = checks.real("h", h, low=0.0, low_inclusive=False)
+    h = check_positive("h", h)
     grad = np.zeros_like(x, dtype=float)
     values_finite = True
     with np.errstate(over="ignore", invalid="ignore"):
@@ -208,6 +208,19 @@ class Report:
         return "\n".join(lines)
 
 
+def check_float64_mlp(name, net, got=None):
+    """An MLP of dtype float64: float32 roundoff swamps a centred difference."""
+    if check_mlp(name, net).dtype != np.float64:
+        raise BadValue(f"{name}: gradient checking needs a float64 network, got dtype {net.dtype} "
+                       f"(float32 roundoff swamps a centred difference)", argument=name)
+    return net
+
+
+#: What ``check`` takes (``boundary.checks``: checked once, at the door).
+CHECK = {"net": check_float64_mlp, "X": check_inputs, "G": check_output_grads, "h": check_positive,
+         "tol": check_positive}
+
+
 def check(net, X, G, h=DEFAULT_H, tol=1e-7):
     """Check every stage of ``net.backward(net.forward(X), G)`` against finite differences.
 
@@ -225,16 +238,9 @@ def check(net, X, G, h=DEFAULT_H, tol=1e-7):
     it is, and both values there; for a failing stage, the likely cause (see the module's
     docstring). The network itself is left untouched.
     """
-    if not isinstance(net, MLP):
-        raise BadType(f"net: expected an MLP, got {checks.describe(net)}", argument="net")
-    if net.dtype != np.float64:
-        raise BadValue(f"net: gradient checking needs a float64 network, got dtype {net.dtype} "
-                       f"(float32 roundoff swamps a centred difference)", argument="net")
-    h = checks.real("h", h, low=0.0, low_inclusive=False)
-    tol = checks.real("tol", tol, low=0.0, low_inclusive=False)
+    net, X, G, h, tol = checked(CHECK, locals())
     record = net.forward(X)
-    n, K = record.output.shape
-    G = np.array(checks.rows_or_vector("G", G, net.dtype, n, K))
+    G = np.array(G)
     back = net.backward(record, G)
 
     # The numerical side runs in extended precision on a copy, so that its round-off,

@@ -29,10 +29,36 @@ from __future__ import annotations
 
 import numpy as np
 
-from .boundary import checks, diagnosis
-from .boundary.checks import check_keep
+from .boundary import diagnosis
+from .boundary.checks import (
+    BadType,
+    BadValue,
+    check_inputs,
+    check_keep,
+    check_params_like,
+    checked,
+    describe,
+    finite,
+)
 from .boundary.model_checks import check_mlp, check_net
-from .network import MLP
+from .network import MLP, check_record
+
+
+def check_record_of_X(name, record, got):
+    """None, or an MLP's ``net.forward(X)`` of the X given (a record of the net whose a0 holds X); a
+    model made of MLPs makes its own."""
+    if record is None or not isinstance(got["net"], MLP):
+        return None
+    if not np.array_equal(check_record(name, record, got).a[0], got["X"]):
+        raise BadValue(f"{name}: expected net.forward(X) of the X given, got a record of other inputs", argument=name)
+    return record
+
+
+#: What the Jacobians take (``boundary.checks``: checked once, at the door).
+OUTPUT_JACOBIAN = {"net": check_mlp, "X": check_inputs, "keep": check_keep, "record": check_record_of_X}
+JACOBIAN = {"net": check_net, "X": check_inputs, "keep": check_keep}
+AT = {**JACOBIAN, "record": check_record_of_X}
+DIRECTION = {"D": check_params_like}
 
 
 class OutputJacobian:
@@ -43,6 +69,7 @@ class OutputJacobian:
     net : MLP
     X : array_like, shape (n, d)
     keep : list of int, length q        the output columns whose Jacobian we want
+    record : Forward, optional          ``net.forward(X)`` when it is made already (``restore``'s)
 
     Attributes
     ----------
@@ -52,16 +79,16 @@ class OutputJacobian:
     shape   : (m, P) with m = n q
     """
 
-    def __init__(self, net, X, keep=(0,)):
-        self.net = check_mlp(net, " (for any model, use jacobian.of)")
-        record = net.forward(X)
+    def __init__(self, net, X, keep=(0,), record=None):
+        self.net, X, self.keep, record = checked(OUTPUT_JACOBIAN, locals())
+        record = net.forward(X) if record is None else record      # the forward pass, unless made already
         n, K = record.output.shape
-        self.keep = check_keep(keep, K)
         self.outputs = record.output[:, self.keep]
         self.inputs = {l: record.a[l - 1] for l in range(1, net.depth + 1)}
-        # backprop of G = e_k (one-hot on column k): its stages dz_l are the signals of output k
-        backs = [net.backward(record, np.eye(K, dtype=net.dtype)[k]) for k in self.keep]
-        self.signals = {l: np.stack([b.stages[f"dz{l}"] for b in backs], axis=1)
+        # backprop of G = e_k on every row (one-hot on column k): its stages dz_l are the signals of output k
+        backs = [net.backward(record, one_hot(k, n, K, net.dtype)) for k in self.keep]
+        # S_l stacked (q, n, n_l), then with the rows first: (n, q, n_l)
+        self.signals = {l: np.array([b.stages[f"dz{l}"] for b in backs]).swapaxes(0, 1).copy()
                         for l in range(1, net.depth + 1)}
         self.shape = (n * len(self.keep), net.n_params)
 
@@ -79,7 +106,7 @@ class OutputJacobian:
         total = np.zeros((n * q, n * q), dtype=self.net.dtype)
         for l, AA in self.input_kernels().items():
             S = self.signals[l].reshape(n * q, -1)              # row c = i q + j
-            AA = np.repeat(np.repeat(AA, q, axis=0), q, axis=1)  # row c uses sample i's input
+            AA = AA.repeat(q, axis=0).repeat(q, axis=1)         # row c uses sample i's input
             total += (S @ S.T) * AA
         return total
 
@@ -89,7 +116,7 @@ class OutputJacobian:
         Row c = (i, j): sum_l S_l[i, j] . (a_{l-1, i} @ DW_l + Db_l), the first-order
         change of O_{i, keep[j]} along D.
         """
-        D = checks.param_dict("D", D, self.net.param_shapes, self.net.dtype)
+        D = checked(DIRECTION, {"net": self.net, "D": D})
         out = np.zeros(self.outputs.shape, dtype=self.net.dtype)
         for l, S in self.signals.items():
             dz = self.inputs[l] @ D[f"W{l}"] + D[f"b{l}"]      # (n, n_l): the change of z_l along D
@@ -97,8 +124,8 @@ class OutputJacobian:
         return out.reshape(-1)
 
     def magnitude(self, D):
-        """|J| |D|, shape (m,): the scale of J . D's roundoff (``diagnosis.magnitude``)."""
-        return diagnosis.magnitude(self, D)
+        """|J| |D|, shape (m,): the scale of J . D's roundoff (``magnitude``)."""
+        return magnitude(self, D)
 
     def rmatvec(self, alpha):
         """J^T alpha for alpha of shape (m,); returns a dict like params.
@@ -106,7 +133,7 @@ class OutputJacobian:
         Per layer, E_l = sum_j alpha_ij S_l[i, j] (n, n_l) are the per-sample signals of J^T alpha,
         summed over rows as a backward pass sums dW_l and db_l.
         """
-        alpha = np.reshape(alpha, self.outputs.shape)
+        alpha = np.asarray(alpha).reshape(self.outputs.shape)
         D = {}
         for l, S in self.signals.items():
             E = np.einsum("ij,ijk->ik", alpha, S)
@@ -127,28 +154,62 @@ class OutputJacobian:
         return np.concatenate(blocks, axis=1)
 
 
+def one_hot(k, n, K, dtype):
+    """The output gradient G = e_k on each of n rows: dL/dO of L = sum_i O_ik."""
+    G = np.zeros((n, K), dtype=dtype)
+    G[:, k] = 1.0
+    return G
+
+
+def at(net, X, keep, record):
+    """``of(net, X, keep)`` where ``record`` is the forward record of X already made (``restore``'s, whose
+    residual it gave): an MLP's Jacobian from that record; a model made of MLPs makes its pieces' own."""
+    net, X, keep, record = checked(AT, locals())
+    return OutputJacobian(net, X, keep, record) if isinstance(net, MLP) else net.jacobian(X, keep)
+
+
 def of(net, X, keep=(0,)):
     """The Jacobian of outputs ``keep`` of any model of the package on the rows of X: an MLP's
     own, or that of a model made of MLPs, assembled from its pieces' (``net.jacobian``, in
     ``architectures``)."""
+    net, X, keep = checked(JACOBIAN, locals())
     if isinstance(net, MLP):
         return OutputJacobian(net, X, keep)
-    return check_net(net).jacobian(X, keep)
+    return net.jacobian(X, keep)
+
+
+def magnitude(J, D):
+    """|J| |D| (absolute values, entry by entry), shape (m,), for an MLP's Jacobian J of either
+    tier (its ``signals``, ``inputs`` and ``outputs``): the scale of the roundoff of J . D, and of
+    J . fl(D) against J . D, each at most a few eps times it."""
+    out = np.zeros(J.outputs.shape, dtype=J.outputs.dtype)
+    for l, S in J.signals.items():
+        dz = np.abs(J.inputs[l]) @ np.abs(D[f"W{l}"]) + np.abs(D[f"b{l}"])
+        out += (np.abs(S) @ dz[:, :, None])[:, :, 0]          # |S_l[i, j]| . dz_i
+    return out.reshape(-1)
 
 
 def dense_rows(net, X, keep=(0,)):
     """The dense Jacobian J of outputs ``keep`` on X, shape (n q, P), rows sample-major."""
+    net, X, keep = checked(JACOBIAN, locals())
     return of(net, X, keep).dense()
 
 
 def flatten(D):
     """A dict like params as one vector, in the order W1, b1, W2, b2, ... (row-major)."""
-    return np.concatenate([np.ravel(v) for v in checks.check_flat(D).values()])
+    if not isinstance(D, dict) or not D:
+        raise BadType(f"D: expected a non-empty dict like params, got {describe(D)}", argument="D")
+    return np.concatenate([np.ravel(v) for v in D.values()])
 
 
 def unflatten(vector, like):
     """The inverse of ``flatten``: a dict with the keys and shapes of ``like``."""
-    vector = checks.check_vector(vector, like)          # (P,): a (P, 1) column is taken too
+    vector, total = np.asarray(vector), sum(np.size(value) for value in like.values())
+    if vector.ndim == 2 and vector.shape[1] == 1:        # a column, as pinv(J) @ r gives it
+        vector = vector[:, 0]
+    if vector.shape != (total,):
+        raise BadValue(f"vector: expected shape ({total},) or ({total}, 1), one entry per parameter of "
+                       f"{list(like)}, got {vector.shape}", argument="vector")
     out, start = {}, 0
     for key, value in like.items():
         size = np.size(value)
@@ -157,7 +218,14 @@ def unflatten(vector, like):
     return out
 
 
-@checks.overflow_is_reported
+def check_output_index(name, k, got):
+    """One output index 0 .. K - 1 (i or j of a kernel)."""
+    return check_keep(name, [k], got)[0]
+
+
+KERNEL = {"net": check_mlp, "X": check_inputs, "i": check_output_index, "j": check_output_index}
+
+
 def tangent_kernel_by_layer(net, X, i=0, j=1):
     """The cross-output tangent kernel K_ij = J_i J_j^T of an MLP, split into one share per layer.
 
@@ -173,12 +241,13 @@ def tangent_kernel_by_layer(net, X, i=0, j=1):
     -------
     dict: layer l -> ndarray (n, n), and "total" -> their sum, J_i J_j^T.
     """
-    K = check_mlp(net).sizes[-1]
-    i, j = (check_keep([k], K, name)[0] for k, name in ((i, "i"), (j, "j")))
+    net, X, i, j = checked(KERNEL, locals())
     jac = OutputJacobian(net, X, keep=[i, j] if i != j else [i])
     a, b = (0, 1) if i != j else (0, 0)
-    kernels = jac.input_kernels()
-    shares = {l: (S[:, a, :] @ S[:, b, :].T) * kernels[l] for l, S in jac.signals.items()}
-    shares["total"] = sum(shares[l] for l in jac.signals)
-    diagnosis.finite_kernel(net, jac, kernels, shares["total"])
+    with np.errstate(over="ignore", invalid="ignore"):                    # an overflow is named below
+        kernels = jac.input_kernels()
+        shares = {l: (S[:, a, :] @ S[:, b, :].T) * kernels[l] for l, S in jac.signals.items()}
+        shares["total"] = sum(shares[l] for l in jac.signals)
+    if not finite(shares["total"]):
+        raise diagnosis.gram_overflow(jac, X, "X", "X")
     return shares

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .boundary import checks
-from .boundary.checks import BadValue
+from .boundary.checks import BadValue, check_array, check_matrix, check_rows
 
 
 def _pair(out, y):
     # float32 stays float32 (a float32 network's output); everything else becomes float64
     dtype = np.float32 if getattr(out, "dtype", None) == np.float32 else np.float64
-    out = checks.matrix("out", out, dtype, symbol="K")
-    y = checks.as_array("y", y, out.dtype)
+    out = check_matrix("out", out, dtype, symbol="K")
+    y = check_array("y", y, out.dtype)
     if y.shape != out.shape:
         raise BadValue(f"y: expected the shape of out {out.shape}, got shape {y.shape}", argument="y")
     return out, y
@@ -70,7 +69,7 @@ def masked_mse(out, y, mask):
     mask : array_like of 0/1, shape (n, K) or (K,)
     """
     out, y = _pair(out, y)
-    mask = checks.mask("mask", mask, out.dtype, *out.shape)
+    mask = check_rows("mask", mask, out.dtype, *out.shape, mask=True)
     r = mask * out - y
     _check_finite_loss(out, y, r)
     return float(np.mean(r * r)), (2.0 / r.size) * mask * r

@@ -22,13 +22,38 @@ with respect to the output is G.
 """
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import repeat
 
 import numpy as np
 
 from . import activations
-from .boundary import checks, diagnosis
-from .boundary.checks import check_inputs
+from .boundary import diagnosis
+from .boundary.checks import (
+    DTYPE,
+    DTYPES,
+    SHAPE,
+    BadType,
+    BadValue,
+    all_finite,
+    check_inputs,
+    check_lr,
+    check_matrix,
+    check_output_grads,
+    check_params_like,
+    check_real,
+    check_seed,
+    check_sizes,
+    check_whole,
+    check_writable,
+    checked,
+    describe,
+    finite,
+    gib,
+    machine_memory,
+)
 from .files import saving
 
 
@@ -53,7 +78,7 @@ class Forward:
     @property
     def output(self):
         """The network output O = a_L, shape (n, K)."""
-        return self.a[self.depth]
+        return self.a[len(self.z)]                      # L = len(z)
 
     @property
     def stages(self):
@@ -98,6 +123,95 @@ class Piece:
     to_model: object
 
 
+# -- dicts like params: the algebra of directions --------------------------------------------
+def subtract(A, B):
+    """A - B for two dicts like params."""
+    return {k: A[k] - B[k] for k in A}
+
+
+def dot(A, B):
+    """The inner product of two dicts like params, sum_k <A_k, B_k>, as a Python float."""
+    return float(sum(map(np.vdot, A.values(), map(B.__getitem__, A))))      # A_k . B_k, k in A's order
+
+
+def largest(D):
+    """max |D| over every array of a dict like params, as a float."""
+    return max(float(np.abs(v).max()) for v in D.values())
+
+
+# -- what the network's methods take (declared below, checked at the door: ``boundary.checks``) ------
+def check_mlp_arguments(sizes, hidden, output, init_std, seed, dtype, activation):
+    """MLP's arguments, as (sizes, the activations of layers 1 .. L, init_std, seed, np.dtype); always
+    checked (names become activations: ``activation(name, argument)`` looks one up)."""
+    sizes = check_sizes("sizes", sizes)
+    L = len(sizes) - 1
+    if isinstance(hidden, (list, tuple)) and len(hidden) != L - 1:
+        raise BadValue(f"hidden: expected one activation name per hidden layer ({L - 1} for sizes {sizes}), "
+                       f"got {len(hidden)}: {reprlib.repr(list(hidden))}", argument="hidden")
+    acts = ([activation(h, f"hidden[{i}]") for i, h in enumerate(hidden)] if isinstance(hidden, (list, tuple))
+            else [activation(hidden, "hidden")] * (L - 1)) + [activation(output, "output")]
+    init_std = check_real("init_std", init_std, low=0.0)
+    try:
+        kind = np.dtype(dtype if dtype is not None else "None")   # np.dtype(None) would mean float64
+    except TypeError:
+        raise BadType(f"dtype: expected np.float64 or np.float32, got {dtype!r}", argument="dtype") from None
+    if kind not in DTYPES:
+        raise BadValue(f"dtype: expected np.float64 or np.float32, got {kind}", argument="dtype")
+    seed = check_seed("seed", seed)
+    if np.copysign(1.0, init_std) < 0:
+        raise BadValue("init_std: expected a number >= 0 (0.0 for all-zero parameters), got -0.0", argument="init_std")
+    top = float(np.finfo(kind).max) / 64      # normal draws stay within 64 standard deviations
+    if init_std > top:
+        raise BadValue(f"init_std: expected a number <= {top:.3g}, so that every parameter drawn fits in "
+                       f"{kind.name}, got {init_std:g}", argument="init_std")
+    P, memory = sum((a + 1) * b for a, b in zip(sizes, sizes[1:])), machine_memory()
+    if memory is not None and P * kind.itemsize > memory:
+        raise BadValue(f"sizes: {sizes} means {P} parameters, {gib(P * kind.itemsize)} in {kind.name}, "
+                       f"more than this machine's memory ({gib(memory)})", argument="sizes")
+    return sizes, acts, init_std, seed, kind
+
+
+def check_record(name, record, got):
+    """A forward record of the network as ``forward`` makes it: a0, z1, ..., aL, (n, n_l) in its dtype."""
+    net = got["net"]
+    widths = (*net.sizes, *net.sizes[1:])
+    try:                    # the record as forward makes it, compared in one go (in C: no line to step)
+        arrays = (*record.a.values(), *record.z.values())
+        if (list(record.a) == list(range(net.depth + 1)) and list(record.z) == list(range(1, net.depth + 1))
+                and list(map(type, arrays)) == [np.ndarray] * len(arrays) and set(map(DTYPE, arrays)) == {net.dtype}
+                and list(map(SHAPE, arrays)) == list(zip(repeat(arrays[0].shape[0]), widths))):
+            return record
+        came = ", ".join(f"{k} {v.shape} {v.dtype}" for k, v in record.stages.items())
+    except (AttributeError, TypeError, IndexError, KeyError):
+        if not (hasattr(record, "a") and hasattr(record, "z")):
+            raise BadType(f"{name}: expected the Forward record returned by net.forward(X), got {describe(record)}",
+                          argument=name) from None
+        came = f"a {describe(record.a)} and z {describe(record.z)}"
+    raise BadValue(f"{name}: expected the forward record of a network with sizes {net.sizes} in {net.dtype}, "
+                   f"every stage (n, width) on the n rows of a0, got {came} (a record of another network, or "
+                   f"edited by hand? run forward again)", argument=name)
+
+
+def check_layer(name, l, got, beyond=0):
+    """A layer number 1 .. L (.. L + 1 with ``beyond``: the output itself, to start from)."""
+    return check_whole(name, l, minimum=1, maximum=got["net"].depth + beyond, what="a layer number")
+
+
+def check_layer_input(name, a, got):
+    """The input of layer ``got["layer"]``: (n, its width) in the network's dtype."""
+    l = got["layer"]
+    return check_matrix(name, a, got["net"].dtype, width=got["net"].sizes[l - 1],
+                        width_name=f"columns (the width of layer {l - 1})")
+
+
+#: What the models' public methods take (``boundary.checks``: checked once, at the door).
+INPUTS = {"X": check_inputs}
+GRADIENT = {"X": check_inputs, "G": check_output_grads}
+STEP = {"lr": check_lr, "D": check_params_like}
+BACKWARD = {"record": check_record, "G": check_output_grads}
+LAYER = {"l": check_layer}
+
+
 class Model:
     """What every model here shares (MLP, and the split architectures built on it): a dict
     of parameters ``params``, ``sizes``, ``dtype``, ``activations``, a ``forward`` that returns
@@ -132,10 +246,12 @@ class Model:
 
     def __call__(self, X):
         """The output only: ``net(X)`` is ``net.forward(X).output``."""
+        X = checked(INPUTS, locals())
         return self.forward(X).output
 
     def gradient(self, X, G):
         """sum_i G_i . dO_i/dtheta as a dict like params: forward, then backward."""
+        X, G = checked(GRADIENT, locals())
         return self.backward(self.forward(X), G).grads
 
     def copy(self):
@@ -164,15 +280,19 @@ class Model:
         network bit for bit as it was. The arrays of ``params`` are updated in place, so
         references to them stay valid.
         """
-        lr, D = checks.check_step(self, D, lr)
-        with np.errstate(over="ignore", invalid="ignore"):
+        lr, D = checked(STEP, locals())
+        check_writable(self)                            # checked on every call: an in-place write
+        with np.errstate(over="ignore", invalid="ignore"):                # an overflow is named below
             new = {k: self.params[k] - lr * D[k] for k in self.params}     # theta - lr * D
-        broken = [k for k, v in new.items() if not checks.finite(v)]
-        if broken:
-            raise diagnosis.step_overflow(self, broken, lr, D)
+        if not all_finite(new.values()):
+            raise diagnosis.step_overflow(self, [k for k, v in new.items() if not finite(v)], lr, D)
         for k, v in new.items():
             self.params[k][...] = v
         return self
+
+
+FORWARD_FROM = {"layer": partial(check_layer, beyond=1), "a_prev": check_layer_input}
+RECORD = {"record": check_record}
 
 
 class MLP(Model):
@@ -199,7 +319,8 @@ class MLP(Model):
 
     def __init__(self, sizes, hidden="sigmoid", output="identity", init_std=0.1, seed=0,
                  dtype=np.float64):
-        self.sizes, self._acts, self.init_std, self.seed, self.dtype = checks.mlp_arguments(
+        # checked at every call (a constructor is no rule's inner loop): names become activations
+        self.sizes, self._acts, self.init_std, self.seed, self.dtype = check_mlp_arguments(
             sizes, hidden, output, init_std, seed, dtype, activations.get)
         L = self.depth
         rng = np.random.default_rng(self.seed)
@@ -217,7 +338,8 @@ class MLP(Model):
 
     def act(self, l):
         """The activation of layer l = 1 .. L: an object with ``.name``, ``.f(z)``, ``.df(z, a)``."""
-        return self._acts[checks.layer_number("l", l, self.depth) - 1]
+        l = checked(LAYER, locals())
+        return self._acts[l - 1]
 
     @property
     def output_keys(self):
@@ -234,7 +356,6 @@ class MLP(Model):
         return f"MLP({self.sizes}, hidden={self.hidden!r}, output={self.output!r})"
 
     # -- forward -----------------------------------------------------------------------
-    @checks.overflow_is_reported
     def forward(self, X):
         """Run the network on X and keep every stage.
 
@@ -250,33 +371,33 @@ class MLP(Model):
         Raises ValueError if the output is not finite, naming the parameter or the stage
         that is to blame.
         """
-        X = check_inputs(self, X)
+        X = checked(INPUTS, locals())
         record = Forward(X=X.copy())
         a = record.a[0] = record.X
-        for l, act in enumerate(self._acts, start=1):
-            z = record.z[l] = a @ self.params[f"W{l}"] + self.params[f"b{l}"]
-            a = record.a[l] = act.f(z)
-        if not checks.finite(a):                       # a = a_L, the output
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):    # an overflow is named below
+            for l, act in enumerate(self._acts, start=1):
+                z = record.z[l] = a @ self.params[f"W{l}"] + self.params[f"b{l}"]
+                a = record.a[l] = act.f(z)
+        if not finite(a):                              # a = a_L, the output
             raise diagnosis.forward_overflow(self, record)
         return record
 
-    @checks.overflow_is_reported
     def forward_from(self, layer, a_prev):
-        """The output of layers ``layer`` .. L started from their input ``a_prev`` = a_{layer-1}.
+        """The output of layers ``layer`` .. L started from their input ``a_prev`` = a_{layer-1}
+        (``layer`` = L + 1: a_prev is the output itself).
 
         Used by the gradient checker to perturb an intermediate stage and see the effect.
         """
-        layer = checks.whole_number("layer", layer, maximum=self.depth + 1, top="(L + 1: the output itself)")
-        a = a_prev = checks.matrix("a_prev", a_prev, self.dtype, width=self.sizes[layer - 1],
-                                    width_name=f"columns (the width of layer {layer - 1})")
-        for l in range(layer, self.depth + 1):
-            a = self._acts[l - 1].f(a @ self.params[f"W{l}"] + self.params[f"b{l}"])
-        if not checks.finite(a):
+        layer, a_prev = checked(FORWARD_FROM, locals())
+        a = a_prev
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):    # an overflow is named below
+            for l in range(layer, self.depth + 1):
+                a = self._acts[l - 1].f(a @ self.params[f"W{l}"] + self.params[f"b{l}"])
+        if not finite(a):
             raise diagnosis.forward_from_overflow(self, layer, a_prev)
         return a
 
     # -- backward ----------------------------------------------------------------------
-    @checks.overflow_is_reported
     def backward(self, record, G):
         """Backpropagate G = dL/dO through the record of a forward pass.
 
@@ -296,25 +417,24 @@ class MLP(Model):
         the same bits. The record must come from the current parameters: after a ``step``, run
         ``forward`` again (a stale record mixes old activations with new weights).
         """
-        self.check_record(record)
-        n, K = record.output.shape
-        G = checks.rows_or_vector("G", G, self.dtype, n, K)
+        record, G = checked(BACKWARD, locals())
         stages = {"dout": G.copy()}                     # dL/da_L, a copy of the caller's G
         da = stages["dout"]
-        for l in range(self.depth, 0, -1):
-            dz = stages[f"dz{l}"] = da * self._acts[l - 1].df(record.z[l], record.a[l])
-            stages[f"dW{l}"] = record.a[l - 1].T @ dz
-            stages[f"db{l}"] = dz.sum(axis=0)
-            da = stages[f"da{l - 1}"] = dz @ self.params[f"W{l}"].T
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):    # an overflow is named below
+            for l in range(self.depth, 0, -1):
+                dz = stages[f"dz{l}"] = da * self._acts[l - 1].df(record.z[l], record.a[l])
+                stages[f"dW{l}"] = record.a[l - 1].T @ dz
+                stages[f"db{l}"] = dz.sum(axis=0)
+                da = stages[f"da{l - 1}"] = dz @ self.params[f"W{l}"].T
         grads = {key: stages[f"d{key}"] for key in self.params}      # W1, b1, W2, b2, ...
-        if not all(checks.finite(v) for v in (*grads.values(), stages["da0"])):
+        if not all_finite((*grads.values(), stages["da0"])):
             raise diagnosis.backward_overflow(self, stages, G, record)   # every stage reaches these
         return Backward(stages=stages, grads=grads)
 
     def check_record(self, record):
         """Raise TypeError/ValueError unless ``record`` is a whole forward record of this network:
         a0, z1, a1, ..., zL, aL, each an (n, n_l) array of the network's dtype."""
-        checks.record(self, record, Forward)
+        checked(RECORD, locals())
 
     # -- save / load (the file format lives in saving.py) ---------------------------------
     def save(self, path):

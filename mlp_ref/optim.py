@@ -43,9 +43,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from .boundary import checks
-from .boundary.checks import BadType, BadValue
+from .boundary.checks import (
+    BadType,
+    BadValue,
+    check_array,
+    check_params_like,
+    check_positive,
+    check_real,
+    check_representable,
+    checked,
+    count_nonfinite,
+    describe,
+    finite,
+)
 from .boundary.model_checks import check_net
+from .network import largest
+
+#: What ``Optimizer.apply`` takes (``boundary.checks``: checked once, at the door).
+APPLY = {"net": check_net, "D": check_params_like}
 
 ORDERS = ("update", "gradient")
 
@@ -79,7 +94,7 @@ class Optimizer:
     stateful = False
 
     def __init__(self, lr, constraint=None, order="update"):
-        self.lr = checks.real("lr", lr, low=0.0, low_inclusive=False)
+        self.lr = check_positive("lr", lr)
         self.constraint = constraint
         self.order = order
         self._check_settings()
@@ -123,14 +138,13 @@ class Optimizer:
         changes neither the optimizer nor the network. A stateful optimizer whose state was
         made in another dtype refuses the network, naming ``net`` (``reset()`` starts afresh).
         """
-        net = check_net(net)
+        net, D = checked(APPLY, locals())               # D in the network's dtype
         if self.stateful and self.dtype is not None and self.dtype != net.dtype:
             name = type(self).__name__
             raise BadValue(f"net: expected a {self.dtype} network, the dtype of this {name}'s state "
                            f"(made by its first direction), got a {net.dtype} network; nothing was "
                            f"changed. The state belongs to one run: call reset() to start afresh in "
                            f"{net.dtype}, or give each network its own {name}", argument="net")
-        D = checks.param_dict("D", D, net.param_shapes, net.dtype)    # in the network's dtype
         U, commit = self._prepare(D, net.dtype)
         try:
             net.step(U, 1.0)
@@ -140,7 +154,7 @@ class Optimizer:
             # theta - U overflowed: the 1.0 that step blames is ours, the step size is self.lr
             raise BadValue(f"lr: expected a step size for which theta - U stays finite in "
                            f"{net.dtype}, got lr = {self.lr:g}, whose update U (|U| up to "
-                           f"{_largest(U):.3g}) makes a parameter overflow; nothing was changed",
+                           f"{largest(U):.3g}) makes a parameter overflow; nothing was changed",
                            argument="lr") from None
         commit()
         return U
@@ -179,20 +193,20 @@ class Optimizer:
         name = type(self).__name__
         for key, value in state.items():
             for k, a in (value.items() if isinstance(value, dict) else ()):
-                if not checks.finite(a):
+                if not finite(a):
                     raise BadValue(f"D: expected values small enough for {name}'s arithmetic in "
-                                   f"{dtype.name}, got |D| up to {_largest(D):.3g}, which makes "
-                                   f"{key}[{k!r}] overflow ({checks.count_nonfinite(a)})", argument="D")
+                                   f"{dtype.name}, got |D| up to {largest(D):.3g}, which makes "
+                                   f"{key}[{k!r}] overflow ({count_nonfinite(a)})", argument="D")
         for k, u in U.items():
-            if not checks.finite(u):
+            if not finite(u):
                 if self.lr > 1.0:
                     raise BadValue(f"lr: expected a step size for which {name}'s update stays finite "
                                    f"in {dtype.name}, got lr = {self.lr:g}, which makes U[{k!r}] "
-                                   f"overflow ({checks.count_nonfinite(u)}; |D| up to "
-                                   f"{_largest(D):.3g})", argument="lr")
+                                   f"overflow ({count_nonfinite(u)}; |D| up to "
+                                   f"{largest(D):.3g})", argument="lr")
                 raise BadValue(f"D: expected values small enough for {name}'s arithmetic in "
-                               f"{dtype.name}, got |D| up to {_largest(D):.3g}, which makes "
-                               f"U[{k!r}] overflow ({checks.count_nonfinite(u)})", argument="D")
+                               f"{dtype.name}, got |D| up to {largest(D):.3g}, which makes "
+                               f"U[{k!r}] overflow ({count_nonfinite(u)})", argument="D")
 
     def __repr__(self):
         extra = "".join(f", {k}={v!r}" for k, v in self._hyper().items())
@@ -207,7 +221,7 @@ class Optimizer:
         """The constraint and the order, as they are now."""
         if self.constraint is not None and not callable(self.constraint):
             raise BadType(f"constraint: expected a callable taking and returning a dict like "
-                          f"params, or None, got {checks.describe(self.constraint)}", argument="constraint")
+                          f"params, or None, got {describe(self.constraint)}", argument="constraint")
         if not isinstance(self.order, str) or self.order not in ORDERS:
             raise BadValue(f"order: expected one of {', '.join(map(repr, ORDERS))}, got {self.order!r}",
                            argument="order")
@@ -217,10 +231,10 @@ class Optimizer:
         a first direction fixed them."""
         if self.shapes is None and (not isinstance(D, dict) or not D):
             raise BadType(f"D: expected a non-empty dict like params (key -> array), "
-                          f"got {checks.describe(D)}", argument="D")
+                          f"got {describe(D)}", argument="D")
         if self.shapes is not None:
-            return checks.param_dict("D", D, self.shapes, dtype)
-        return {k: checks.as_array(f"D[{k!r}]", v, dtype) for k, v in D.items()}
+            return check_params_like("D", D, None, self.shapes, dtype)
+        return {k: check_array(f"D[{k!r}]", v, dtype) for k, v in D.items()}
 
     def _check_hyper(self, dtype):
         """Every hyperparameter as it is now, in the dtype of this step's arithmetic: lr > 0,
@@ -230,7 +244,7 @@ class Optimizer:
     def _constrain(self, D, shapes):
         """Run the constraint on fresh copies and check that it returned a direction like D."""
         out = self.constraint({k: np.array(v) for k, v in D.items()})
-        return checks.param_dict("constraint(...)", out, shapes, _dtype_of(D))
+        return check_params_like("constraint(...)", out, None, shapes, _dtype_of(D))
 
 
 class SGD(Optimizer):
@@ -398,7 +412,7 @@ class Adam(Optimizer):
 # -- the checks of a hyperparameter, each by its name ---------------------------------------
 def _learning_rate(lr, dtype):
     """lr > 0, a scalar of ``dtype`` that is neither 0 nor inf there."""
-    return checks.check_representable("lr", checks.real("lr", lr, low=0.0, low_inclusive=False), dtype)
+    return check_representable("lr", check_positive("lr", lr), dtype)
 
 
 def _decay_rate(name, x, dtype=None):
@@ -408,7 +422,7 @@ def _decay_rate(name, x, dtype=None):
     by 1 - beta^t: with beta = 1 both are 0. A beta closer to 1 than the dtype can tell
     (float32 rounds 1 - 1e-8 to 1.0) is a beta of 1 in the arithmetic, so it is refused too.
     """
-    x = checks.real(name, x, low=0.0)
+    x = check_real(name, x, low=0.0)
     if x >= 1.0:
         raise BadValue(f"{name}: expected a number in [0, 1), got {x}", argument=name)
     if dtype is not None and dtype.type(x) >= 1.0:
@@ -421,9 +435,9 @@ def _decay_rate(name, x, dtype=None):
 
 def _positive(name, x, dtype=None):
     """A finite number > 0 and, in ``dtype``, neither 0 nor inf."""
-    x = checks.real(name, x, low=0.0, low_inclusive=False)
+    x = check_positive(name, x)
     if dtype is not None:
-        checks.check_representable(name, x, dtype)
+        check_representable(name, x, dtype)
     return x
 
 
@@ -433,8 +447,3 @@ def _dtype_of(D):
     values = list(D.values()) if isinstance(D, dict) else []
     all32 = bool(values) and all(getattr(v, "dtype", None) == np.float32 for v in values)
     return np.dtype(np.float32 if all32 else np.float64)
-
-
-def _largest(D):
-    """max |d| over a dict of arrays, for a message."""
-    return max(float(np.max(np.abs(d))) for d in D.values())

@@ -5,7 +5,7 @@ import functools
 
 import numpy as np
 
-from .boundary import checks
+from .boundary.checks import check_seed
 from .data import seed_data
 from .losses import mse
 from .network import MLP
@@ -58,7 +58,7 @@ def visible_setup(seed=0, data_seed=0):
     Returns (net, X, Y), each the caller's own copy. With fixed seeds the training runs once
     per process (``_trained_once``), however many measurements start from it.
     """
-    seeds = (checks.seed("seed", seed), checks.seed("data_seed", data_seed))
+    seeds = (check_seed("seed", seed), check_seed("data_seed", data_seed))
     if None in seeds:                       # fresh randomness at every call: nothing to reuse
         return _train_visible(*seeds)
     net, X, Y = _trained_once(*seeds)

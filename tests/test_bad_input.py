@@ -91,7 +91,7 @@ BAD_INPUTS = [
     ("init_std-nan", lambda: net342(init_std=np.nan), ValueError, r"init_std: expected a finite number"),
     ("init_std-inf", lambda: net342(init_std=np.inf), ValueError, r"init_std: expected a finite number"),
     ("init_std-str", lambda: net342(init_std="0.1"), TypeError, r"init_std: expected a real number"),
-    ("seed-negative", lambda: net342(seed=-1), ValueError, r"seed: expected a whole number >= 0 or None"),
+    ("seed-negative", lambda: net342(seed=-1), ValueError, r"seed: expected None or a whole number >= 0"),
     ("seed-float", lambda: net342(seed=1.5), TypeError, r"seed: "),
     ("dtype-float16", lambda: net342(dtype=np.float16), ValueError,
      r"dtype: expected np.float64 or np.float32"),
@@ -254,7 +254,8 @@ BAD_INPUTS = [
     ("fast.project blames the weights, not an ordinary X", lambda: mr.fast.project(_huge_hidden(), X, G), ValueError,
      r"net: the Gram J J\^T overflows float64"),
     ("tangent kernel blames the weights, not an ordinary X", lambda: mr.jacobian.tangent_kernel_by_layer(
-        _huge_hidden(), X), ValueError, r"net: the kernel overflows float64 with max \|X\| = 0.9"),
+        _huge_hidden(), X), ValueError, r"net: the Gram J J\^T overflows float64: the inputs of layer 2, a1, reach .* "
+                     r"with max \|X\| = 0.9"),
     ("penalty_limit X overflows the Gram", lambda: fixes.penalty_limit(
         mr.MLP([3, 4, 2], hidden="relu"), np.full((2, 3), 1e160)), ValueError,
      r"X: expected values for which the Gram J J\^T \(which holds X @ X.T\) stays finite"),

@@ -5,7 +5,6 @@ import pytest
 
 import mlp_ref as mr
 from mlp_ref import fast, fixes, pseudoinverse
-from mlp_ref.boundary import diagnosis
 from mlp_ref.jacobian import OutputJacobian, flatten
 from mlp_ref.setups import G_QUESTION, SETUPS
 
@@ -188,7 +187,7 @@ def test_fast_project_on_the_seed_network_refines_as_the_reference_does():
 
     def accuracy(D):
         size = np.linalg.norm(J.magnitude({k: np.abs(D[k]) + np.abs(v) for k, v in g.items()}))
-        return (diagnosis.HELD_EPS + m) * eps * size
+        return (pseudoinverse.HELD_EPS + m) * eps * size
 
     for refine in (1, 2):
         D = fast.project(net, X, G_QUESTION, refine=refine)
@@ -267,7 +266,7 @@ def test_fast_restore_reaches_a_huge_reference_as_the_reference_does():
     for size in (1e-3, 1.0, 1e10, 1e100, 1e200):
         reports = [restore(net.copy(), X, np.full(5, size)) for restore in (fixes.restore, fast.restore)]
         assert all(r.converged and r.residual <= r.tol for r in reports), (size, [str(r) for r in reports])
-        assert reports[0].tol == reports[1].tol == diagnosis.restore_tolerance(1e-12, np.full(5, size))[0]
+        assert reports[0].tol == reports[1].tol == fixes.restore_tolerance(1e-12, np.full(5, size))[0]
 
 
 # -- the fast Jacobian and solver against the reference ones --------------------------------------

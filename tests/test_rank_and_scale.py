@@ -14,7 +14,6 @@ import pytest
 
 import mlp_ref as mr
 from mlp_ref import fast, fixes, pseudoinverse
-from mlp_ref.boundary import diagnosis
 from mlp_ref.data import probe_inputs
 from mlp_ref.jacobian import OutputJacobian, flatten
 from mlp_ref.setups import G_QUESTION, SETUPS, seed_setup
@@ -53,7 +52,7 @@ def accuracy(J, D, given, dtype):
     m, w = J.n_rows, max(J.net.sizes)
     D, given = wide(D), wide(given)
     size = norm(J.magnitude({k: np.abs(D[k]) + np.abs(v) for k, v in given.items()}))
-    return (diagnosis.HELD_EPS + m + w + 1) * eps * size
+    return (pseudoinverse.HELD_EPS + m + w + 1) * eps * size
 
 
 def projected(tier, net, X, G, **kw):
@@ -71,7 +70,7 @@ def test_restore_holds_ref_to_tol_or_to_the_dtypes_resolution_at_its_size(tier):
     an absolute 1e-12 at 1e100 asks for less than one ulp (1.9e84) and converged only on lucky
     kernels. Below 1e-12 / (16 eps) = 2.8e2 the caller's tol stands, and the note is empty."""
     net, X = mr.MLP([3, 4, 2]), np.random.default_rng(0).random((5, 3))
-    floor = diagnosis.RESTORE_FLOOR_EPS * np.finfo(float).eps
+    floor = fixes.RESTORE_FLOOR_EPS * np.finfo(float).eps
     for size in (1e-3, 1.0, 1e10, 1e100, -1e100, 1e200):
         moved = net.copy()
         report = TIERS[tier].restore(moved, X, np.full(5, size))
@@ -93,7 +92,7 @@ def test_float32_restore_aims_at_what_float32_resolves_and_says_so(tier):
         scale = max(1.0, float(np.abs(ref).max()))
         assert report.converged and report.residual <= report.tol, str(report)
         if dtype == np.float32:
-            assert report.tol == diagnosis.RESTORE_FLOOR_EPS * EPS32 * scale
+            assert report.tol == fixes.RESTORE_FLOOR_EPS * EPS32 * scale
             assert "finer than float32 resolves" in report.note and report.note in str(report)
         else:
             assert report.tol == 1e-12 and report.note == ""
@@ -153,9 +152,9 @@ def test_project_holds_J_D_to_its_stated_accuracy_or_warns_why_not(tier, dtype):
             J = exact_jacobian(net, X, keep)
             left, bound = norm(J.matvec(wide(D))), accuracy(J, D, g, dtype)
             solver = pseudoinverse.GramSolver(OutputJacobian(net, X, keep).gram())
-            if solver.rank == J.n_rows and solver.cond > diagnosis.assured_cond(dtype, 1):
+            if solver.rank == J.n_rows and solver.cond > pseudoinverse.assured_cond(dtype, 1):
                 # past assured_cond, what the two passes may leave is stated too
-                bound = max(bound, diagnosis.passes_leave(solver.cond, dtype, 1) * norm(J.matvec(wide(g))))
+                bound = max(bound, pseudoinverse.passes_leave(solver.cond, dtype, 1) * norm(J.matvec(wide(g))))
             if not caught:
                 assert left <= bound, (name, keep, left / bound)
                 continue
@@ -167,7 +166,7 @@ def test_project_holds_J_D_to_its_stated_accuracy_or_warns_why_not(tier, dtype):
             if dropped:
                 assert (int(dropped[1]), int(dropped[2])) == (J.n_rows - solver.rank, J.n_rows)
             else:
-                assert solver.cond > diagnosis.assured_cond(dtype, 1), message
+                assert solver.cond > pseudoinverse.assured_cond(dtype, 1), message
     if dtype == np.float32:       # the warning is really raised: float32 drops 4 of the seed's 8
         assert "seed" in warned
 
@@ -194,7 +193,7 @@ def test_float32_project_is_held_to_eps32_times_the_square_root_of_the_condition
             D, caught = projected(tier, net, X, G, keep=keep)
             assert not caught, name
             moved = norm(J.matvec(wide(g)))
-            bound = ((diagnosis.HELD_EPS + m + w + 1) * EPS32 * np.sqrt(m * lam[-1] / lam[0])
+            bound = ((pseudoinverse.HELD_EPS + m + w + 1) * EPS32 * np.sqrt(m * lam[-1] / lam[0])
                      * (norm(wide(D)) + norm(wide(g))) / norm({k: g[k] - D[k] for k in g}))
             assert norm(J.matvec(wide(D))) <= bound * moved, (name, tier.__name__)
     assert cases >= 10

@@ -216,15 +216,15 @@ def test_a_restore_stopped_after_its_first_step_puts_back_every_bit(monkeypatch)
     held = dict(net.params)
     before = param_bytes(net)
     calls = []
-    real_of = jacobian.of
+    real_at = jacobian.at                        # the Jacobian of restore's each step
 
-    def of_then_stop(*args, **kw):
+    def at_then_stop(*args, **kw):
         calls.append(1)
         if len(calls) == 2:                      # after one step changed the parameters
             raise KeyboardInterrupt
-        return real_of(*args, **kw)
+        return real_at(*args, **kw)
 
-    monkeypatch.setattr(jacobian, "of", of_then_stop)
+    monkeypatch.setattr(jacobian, "at", at_then_stop)
     with pytest.raises(KeyboardInterrupt):
         fixes.restore(net, X, ref)
     assert len(calls) == 2 and param_bytes(net) == before

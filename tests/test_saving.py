@@ -217,5 +217,6 @@ def test_missing_file(tmp_path):
 def test_tampered_file_names_the_key(saved, change, pattern):
     path, arrays = saved
     rewrite(path, arrays, **change)
-    with pytest.raises(ValueError, match=rf"^path: {re.escape(repr(str(path)))}: " + pattern):
+    with pytest.raises(ValueError, match=rf"^path: {re.escape(repr(str(path)))}: " + pattern) as refused:
         mr.MLP.load(path)
+    assert refused.value.argument == "path"           # the argument of load, whatever key is wrong

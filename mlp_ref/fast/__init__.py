@@ -37,33 +37,39 @@ TwoTower (whose forward assembles arrays anyway) are handed to the reference.
 from __future__ import annotations
 
 import weakref
+from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
 from .. import fixes, jacobian, pseudoinverse
-from ..boundary import checks, diagnosis, model_checks
-from ..boundary.checks import all_or_nothing, check_inputs, check_keep, check_lr, check_rcond, check_writable
-from ..boundary.diagnosis import finite_gram, step_overflow
-from ..network import MLP
-from ..pseudoinverse import default_rcond
+from ..boundary import diagnosis
+from ..boundary.checks import check_lr, check_params_like, check_writable, checked, finite
+from ..boundary.model_checks import check_net
+from ..fixes import NULLSPACE, PROJECT, RESTORE, RULE
+from ..network import INPUTS, MLP
+from ..pseudoinverse import default_rcond, held_unassured, warn_if_not_held
+
+#: What ``step`` takes: D's finiteness is checked through the new values (``step``)
+STEP = {"net": check_net, "lr": check_lr, "D": partial(check_params_like, finite=False)}
 
 
 # -- the gradient ---------------------------------------------------------------------------
-@checks.overflow_is_reported
 def forward_arrays(net, X):
     """The forward record (z, a) as two dicts l -> array: ``net.forward(X)``, with z_l = a @ W_l
     and then z_l += b_l in place (the reference's a @ W + b allocates the product and then the
     sum: one (n, n_l) array more per layer). Same bits: both round the product, then the sum.
     The identity output's a_L is z_L itself (no copy). Quiet as the reference is: an output
     that is not finite is reported by the reference's own pass, naming the culprit."""
-    X = check_inputs(net, X)
+    X = checked(INPUTS, locals())
     z, a = {}, {0: np.ascontiguousarray(X)}         # the layout the reference's copy has
-    for l in range(1, net.depth + 1):
-        z[l] = a[l - 1] @ net.params[f"W{l}"]
-        z[l] += net.params[f"b{l}"]
-        act = net.act(l)
-        a[l] = z[l] if act.name == "identity" else act.f(z[l])
-    if not np.isfinite(a[net.depth]).all():
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):    # an overflow is named below
+        for l in range(1, net.depth + 1):
+            z[l] = a[l - 1] @ net.params[f"W{l}"]
+            z[l] += net.params[f"b{l}"]
+            act = net.act(l)
+            a[l] = z[l] if act.name == "identity" else act.f(z[l])
+    if not finite(a[net.depth]):
         net.forward(X)                               # the reference's message, naming the culprit
     return z, a
 
@@ -113,11 +119,10 @@ def gradient(net, X, G):
     the dtype, say): the gradient is checked finite at the end, and the reference's own pass
     then names the culprit. (The reference also refuses an overflow of dL/dX alone, which
     the fast tier never computes.)"""
+    net, X, G = checked(RULE, locals())
     if not isinstance(net, MLP):
         return fixes.naive(net, X, G)                 # composed models: the reference
     z, a = forward_arrays(net, X)
-    n, K = a[net.depth].shape
-    G = checks.rows_or_vector("G", G, net.dtype, n, K)
     with np.errstate(over="ignore", invalid="ignore"):    # an overflow is reported below
         grads = backprop(net, z, a, G[None])[0]
     if not all_finite(grads):
@@ -162,18 +167,17 @@ def step(net, D, lr):
     values, which are finite only if D is (its own check runs only on failure, for the
     message), by ``all_finite``: two reductions an array, no array of booleans.
     """
-    lr = check_lr(lr, model_checks.check_net(net).dtype)
-    checked = checks.param_dict("D", D, net.param_shapes, net.dtype, finite=False)
+    net, lr, D = checked(STEP, locals())
     check_writable(net)
     new = _buffers(net)
     with np.errstate(over="ignore", invalid="ignore"):
-        for key, d in checked.items():
-            np.multiply(d, lr, out=new[key])
+        for key in net.params:
+            np.multiply(D[key], lr, out=new[key])
             np.subtract(net.params[key], new[key], out=new[key])
     if not all_finite(new):
         broken = [key for key in new if not all_finite({key: new[key]})]
-        checked = checks.param_dict("D", D, net.param_shapes, net.dtype)   # NaN/inf in D: say so
-        raise step_overflow(net, broken, lr, checked)
+        D = check_params_like("D", D, {"net": net})                       # NaN/inf in D: say so
+        raise diagnosis.step_overflow(net, broken, lr, D)
     for key, v in new.items():
         np.copyto(net.params[key], v)
     return net
@@ -258,8 +262,8 @@ class Jacobian:
         return out.reshape(-1)
 
     def magnitude(self, D):
-        """|J| |D|: the reference's formula (``diagnosis.magnitude``)."""
-        return diagnosis.magnitude(self, D)
+        """|J| |D|: the reference's formula (``jacobian.magnitude``)."""
+        return jacobian.magnitude(self, D)
 
     def matvec_gradient(self, dz):
         """J g for the gradient g on the same rows whose per-sample signals are ``dz`` (l -> (n, n_l)).
@@ -476,7 +480,17 @@ def reference_gram(net, X, keep):
     """A function computing the reference tier's J J^T of outputs ``keep`` on X, for
     ``GramSolver(..., reference=...)``: called only where the certificate leaves the rank open,
     so that both tiers decide it on the same bits."""
-    return lambda: finite_gram(jacobian.of(net, X, keep), X)
+    return partial(_gram_of, net, X, keep)
+
+
+def _gram_of(net, X, keep):
+    """The reference tier's J J^T of outputs ``keep`` on X, refused as it refuses one that overflows."""
+    J = jacobian.of(net, X, keep)
+    with np.errstate(over="ignore", invalid="ignore"):
+        gram = J.gram()
+    if not finite(gram):
+        raise diagnosis.gram_overflow(J, X)
+    return gram
 
 
 #: Up to this cond(J J^T) the projection refines the system (n^2 a pass, ``GramSolver.refined``);
@@ -701,22 +715,21 @@ def _subtract_rmatvec(J, D, alpha):
 
 def nullspace(net, D, keep_X, keep=(0,), rcond=None, refine=1):
     """``fixes.nullspace``: D - J^T (J J^T)^+ J D, to roundoff the same."""
+    net, D, keep_X, keep, rcond, refine = checked(NULLSPACE, locals())
     if not isinstance(net, MLP):
         return fixes.nullspace(net, D, keep_X, keep, rcond, refine)
-    D = checks.param_dict("D", D, net.param_shapes, net.dtype)
-    keep_X = check_inputs(net, keep_X, "keep_X")
-    rcond, refine = check_rcond(rcond), model_checks.check_refine(refine)
-    keep = check_keep(keep, net.sizes[-1])
     with np.errstate(over="ignore", invalid="ignore"):    # an overflow is handed on below
         J = Jacobian.from_record(net, *forward_arrays(net, keep_X), keep)
-        gram = finite_gram(J, keep_X)
+        gram = J.gram()
+        if not finite(gram):
+            raise diagnosis.gram_overflow(J, keep_X)
         solve = GramSolver(gram, rcond, reference=reference_gram(net, keep_X, keep))
         given = D
         D = {k: np.array(v) for k, v in D.items()}       # ours to write over: the caller's D stays
         D = project_out(J, solve, D, refine)
     if not all_finite(D):         # our products overflowed: the reference's answer, or its message
         return fixes.nullspace(net, given, keep_X, keep, rcond, refine)
-    diagnosis.warn_if_not_held(J, gram, solve, given, D, refine)
+    warn_if_not_held(J, gram, solve, given, D, refine)
     return D
 
 
@@ -745,20 +758,16 @@ def project(net, X, G, keep=(0,), keep_X=None, rcond=None, refine=1):
     * the refinement works on the system (``GramSolver.refined``), at n^2 a pass, unless the
       Gram is ill-conditioned (``REFINE_DIRECTION_ABOVE_COND``).
     """
+    net, X, G, keep, keep_X, rcond, refine = checked(PROJECT, locals())
     if not isinstance(net, MLP):
         return fixes.project(net, X, G, keep, keep_X, rcond, refine)
-    X, G = model_checks.check_XG(net, X, G)
-    if keep_X is not None:
-        keep_X = check_inputs(net, keep_X, "keep_X")
-        if not np.array_equal(keep_X, X):
-            try:
-                return nullspace(net, gradient(net, X, G), keep_X, keep, rcond, refine)
-            except ValueError as exc:     # D is ours, made from G: the reference's message
-                if getattr(exc, "argument", None) != "D":
-                    raise
-                return fixes.project(net, X, G, keep, keep_X, rcond, refine)
-    rcond, refine = check_rcond(rcond), model_checks.check_refine(refine)
-    keep = check_keep(keep, net.sizes[-1])
+    if keep_X is not X and not np.array_equal(keep_X, X):
+        try:
+            return nullspace(net, gradient(net, X, G), keep_X, keep, rcond, refine)
+        except ValueError as exc:     # D is ours, made from G: the reference's message
+            if getattr(exc, "argument", None) != "D":
+                raise
+            return fixes.project(net, X, G, keep, keep_X, rcond, refine)
     with np.errstate(over="ignore", invalid="ignore"):    # an overflow is handed on at the end
         return _project_on_the_batch(net, X, G, keep, rcond, refine)
 
@@ -774,13 +783,15 @@ def _project_on_the_batch(net, X, G, keep, rcond, refine):
     J = Jacobian(net, inputs, outputs, {l: S[1:] for l, S in signals.items()})
     dz = {l: S[0] for l, S in signals.items()}                # G's signals dz_l (views)
     del signals
-    gram = finite_gram(J, X)
+    gram = J.gram()
+    if not finite(gram):
+        raise diagnosis.gram_overflow(J, X)
     solve = GramSolver(gram, rcond, reference=reference_gram(net, X, keep))
     ill = solve.cond_exceeds(REFINE_DIRECTION_ABOVE_COND)
     alpha = solve.refined(J.matvec_gradient(dz), 0 if ill else refine)
     J.drop_input_kernels()        # not needed again: freed before D, the largest array, is made
     # where the accuracy is not assured, D's is measured, against g (made only then)
-    g = J.from_signals(dict(dz)) if diagnosis.held_unassured(solve, len(alpha), net.dtype, refine) else None
+    g = J.from_signals(dict(dz)) if held_unassured(solve, len(alpha), net.dtype, refine) else None
     E = {l: dz[l] - weighted for l, weighted in J.weighted_signals(alpha)}   # dz_l - sum_j alpha_j S_l,j
     del dz
     if ill:
@@ -790,38 +801,46 @@ def _project_on_the_batch(net, X, G, keep, rcond, refine):
             J.signals = None      # frees the stacked signals: D needs only E_l and the inputs
         D = J.from_signals(E)
     if not all_finite(D):         # G's signals overflowed: the reference says so, as for gradient
-        return fixes.project(net, X, G, keep, None, rcond, refine)
+        return fixes.project(net, X, G, keep, X, rcond, refine)
     if g is not None:
-        diagnosis.warn_if_not_held(J, gram, solve, g, D, refine)
+        warn_if_not_held(J, gram, solve, g, D, refine)
     return D
 
 
 def restore(net, keep_X, ref, keep=(0,), tol=1e-12, max_iter=20, rcond=None):
-    """``fixes.restore``: the same Gauss-Newton loop and tolerance, each iteration's forward pass
-    shared between the residual and the Jacobian, solved by the fast ``GramSolver``, stepped by
-    ``step``. Overflows are silent on the way: each is reported by the check that follows it
-    (the reference's forward pass, the residual's, the Gram's, the step's), naming ref or net."""
+    """``fixes.restore``: the same Gauss-Newton loop (``fixes.gauss_newton``) and tolerance, each
+    iteration's forward record shared between the residual and the Jacobian (``Record``), solved by
+    the fast ``GramSolver`` (``RestoreSolver``), stepped by ``step``."""
+    net, keep_X, keep, ref, tol, max_iter, rcond = checked(RESTORE, locals())
     if not isinstance(net, MLP):
         return fixes.restore(net, keep_X, ref, keep, tol, max_iter, rcond)
-    keep_X, keep, ref, tol, max_iter, rcond = model_checks.check_restore(net, keep_X, ref, keep, tol,
-                                                                          max_iter, rcond)
-    tol, note = diagnosis.restore_tolerance(tol, ref)
-    history, solve = [], None
-    with all_or_nothing(net), np.errstate(over="ignore", invalid="ignore"):
-        for it in range(max_iter + 1):
-            with diagnosis.blamed_on_ref(history):
-                z, a = forward_arrays(net, keep_X)
-                r = (a[net.depth][:, keep] - ref).reshape(-1)
-            history.append(diagnosis.largest_residual(r, ref))
-            if history[-1] <= tol or it == max_iter:
-                break
-            J = Jacobian.from_record(net, z, a, keep)
-            solve = GramSolver(finite_gram(J, keep_X), rcond,
-                               reference=reference_gram(net, keep_X, keep))
-            J.drop_input_kernels()
-            # r scaled by a power of two, since the solver's conjugate gradients square it: a
-            # residual of 1e200 would overflow them, and the loop stall. Scaling by 2^k is exact:
-            # the same bits, unless the unscaled solve would underflow (then more accurate ones)
-            scale = np.ldexp(r.dtype.type(1), int(np.frexp(history[-1])[1]) - 1)
-            diagnosis.restoring_step(net, J.rmatvec(solve(r / scale) * scale), history[-1], step)
-    return diagnosis.restore_report(history, tol, note, solve, r.size)
+    solver = partial(RestoreSolver, rcond=rcond, reference=reference_gram(net, keep_X, keep))
+    return fixes.gauss_newton(net, keep_X, keep, ref, tol, max_iter, Record.of, Record.jacobian, solver, step)
+
+
+class Record(NamedTuple):
+    """A forward record as ``forward_arrays`` leaves it (z, a), with its ``output``: what the Jacobian
+    of ``restore``'s next step is made from, without a second forward pass."""
+    z: dict
+    a: dict
+    output: np.ndarray
+
+    @classmethod
+    def of(cls, net, X):
+        z, a = forward_arrays(net, X)
+        return cls(z, a, a[net.depth])
+
+    @staticmethod
+    def jacobian(net, X, keep, record):
+        return Jacobian.from_record(net, record.z, record.a, keep)     # consumes the record
+
+
+class RestoreSolver(GramSolver):
+    """``GramSolver`` for restore's residuals, which are as large as ref may be: r scaled by a
+    power of two, since the solver's conjugate gradients square it: a residual of 1e200 would
+    overflow them, and the loop stall. Scaling by 2^k is exact: the same bits, unless the
+    unscaled solve would underflow (then more accurate ones)."""
+
+    def __call__(self, rhs):
+        scale = np.ldexp(rhs.dtype.type(1), int(np.frexp(np.abs(rhs).max())[1]) - 1)
+        return super().__call__(rhs / scale) * scale

@@ -63,7 +63,7 @@ def load(cls, path):
 
     A damaged, truncated or foreign file raises ValueError naming the path and the key.
     """
-    path = checks.path("path", path)
+    path = checks.check_path("path", path)
     arrays = _read_npz(path)
 
     def fail(key, what):
@@ -96,7 +96,7 @@ def load(cls, path):
         if key not in arrays:
             raise fail(key, f"missing; a network with sizes {sizes} has parameters {list(shapes)}")
         _check_param(f"path: {path!r}: key {key!r}", arrays[key], shape, arch["dtype"],
-                     why=f" (sizes {sizes}, dtype {arch['dtype'].name})")
+                     why=f" (sizes {sizes}, dtype {arch['dtype'].name})", argument="path")
 
     try:
         net = cls(sizes, hidden=acts[:-1], output=acts[-1], init_std=arch["init_std"],
@@ -117,16 +117,18 @@ def _expected_shapes(sizes):
     return shapes
 
 
-def _check_param(name, arr, shape, dtype, why=""):
-    """A parameter exactly as a network holds it: ndarray of that shape and dtype, finite."""
+def _check_param(name, arr, shape, dtype, why="", argument=None):
+    """A parameter exactly as a network holds it: ndarray of that shape and dtype, finite; the
+    message starts with ``name``, the error blames ``argument`` (``name`` when not given)."""
+    argument = argument or name
     if not isinstance(arr, np.ndarray):
-        raise BadType(f"{name}: expected an array of shape {shape}, got {checks.describe(arr)}", argument=name)
+        raise BadType(f"{name}: expected an array of shape {shape}, got {checks.describe(arr)}", argument=argument)
     if arr.shape != shape:
-        raise BadValue(f"{name}: expected shape {shape}{why}, got shape {arr.shape}", argument=name)
+        raise BadValue(f"{name}: expected shape {shape}{why}, got shape {arr.shape}", argument=argument)
     if arr.dtype != dtype:
-        raise BadValue(f"{name}: expected dtype {np.dtype(dtype).name}{why}, got {arr.dtype}", argument=name)
+        raise BadValue(f"{name}: expected dtype {np.dtype(dtype).name}{why}, got {arr.dtype}", argument=argument)
     if not np.isfinite(arr).all():
-        raise BadValue(f"{name}: expected finite values, got {checks.count_nonfinite(arr)}", argument=name)
+        raise BadValue(f"{name}: expected finite values, got {checks.count_nonfinite(arr)}", argument=argument)
 
 
 def _text(arr):
@@ -146,7 +148,7 @@ def _read_format(arr):
 def _read_sizes(arr):
     if not (arr.ndim == 1 and arr.dtype.kind in "iu"):
         raise ValueError(f"expected a 1-D array of whole numbers, got {checks.describe(arr)}")
-    return check_sizes(arr.tolist())
+    return check_sizes("sizes", arr.tolist())
 
 
 def _read_activations(arr):
@@ -166,7 +168,7 @@ def _read_dtype(arr):
 def _read_init_std(arr):
     if not (arr.ndim == 0 and arr.dtype == np.float64):
         raise ValueError(f"expected a single float64, got {checks.describe(arr)}")
-    return checks.real("init_std", float(arr), low=0.0)
+    return checks.check_real("init_std", float(arr), low=0.0)
 
 
 def _read_seed(arr):
