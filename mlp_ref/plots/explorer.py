@@ -103,6 +103,7 @@ def explorer_panels(state, curve, axes=None, fig=None, portrait=False):
     ax.axvline(state["lr"], color="0.5", lw=1, ls=":")
     ax.set_ylim(ZERO_FLOOR / 5, max(1.0, 10 * float(np.max(drift))))
     ax.set_yticks([1e-18, 1e-12, 1e-6, 1.0])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())   # 32 marks nobody reads, each measured
     ax.set_xlabel("lr (ring: this lr; shaded: round-off; bottom row: exactly 0)")
     ax.set_ylabel("max |\u0394out1|")
     ax.set_title("out1's drift against lr")
