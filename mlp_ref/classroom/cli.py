@@ -296,8 +296,7 @@ def main(argv=None):
         if getattr(exc, "argument", None) is not None:
             # a file option's target: refused at the door (a usage error, 2), or the machine
             # failed to write it (a full disk, 1); the message starts with the option's name
-            text = str(exc)
-            print(text if text.startswith("-") else f"--{text}", file=sys.stderr)
+            print(exc if exc.argument.startswith("-") else f"--{exc}", file=sys.stderr)
             return 1 if isinstance(exc, atomic.WriteError) else 2
         if exc.errno == errno.ENOSPC:             # `> /dev/full`: stdout itself cannot be written
             print(f"{args.command}: cannot write the output ({exc.strerror})", file=sys.stderr)
