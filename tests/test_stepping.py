@@ -2,14 +2,16 @@
 
 A debugger's ``s`` stops at every line Python runs: ``sys.settrace`` counts the same "line" events.
 On the seed network (3-4-2 sigmoid, the answer's 8 samples, G = [0, -1]), warm (the call made once
-before), each call below walks at most its budget of lines, and a rule spends at least half of
-them in the lesson's own files (``LESSON``), not in the checks at the door or in NumPy's Python.
+before), each call below walks at most its budget of mlp-ref's lines, and a rule spends at least
+half of them in the lesson's own files (``LESSON``), not in the checks at the door.
 
-NumPy's ``errstate`` is a Python class since NumPy 2 (some 15 lines each ``with``, all inside
-NumPy, which ``n`` steps over in one): the ``with`` lines the lesson writes are counted, NumPy's
-own lines for them are not (as NumPy 1's errstate, also Python, never was).
+NumPy's own Python lines are not counted: they are NumPy's, ``n`` steps over them, and their number
+is NumPy's version's (its ``errstate``, Python in NumPy 1 and again since NumPy 2, is some 15 lines
+a ``with`` in 2.4 and 48 in 1.25; ``fixes.project`` walks 588 lines in all with NumPy 2.4, 817 with
+1.25, and 372 of mlp-ref's with either). Issue 37's budget for ``forward`` is 30: it walks 34.
 """
 import inspect
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,18 +29,17 @@ PACKAGE = Path(mlp_ref.__file__).parent
 #: the lesson's own files: where a class stepping through a rule should spend its time
 LESSON = {str(PACKAGE / f"{name}.py") for name in (
     "network", "activations", "losses", "jacobian", "pseudoinverse", "fixes", "baselines", "optim", "architectures")}
-#: the file of NumPy's errstate, whose own lines are not the lesson's budget (see the docstring)
-ERRSTATE = np.errstate.__enter__.__code__.co_filename
+#: NumPy's folder: its own lines are not the lesson's budget (see the docstring)
+NUMPY = str(Path(np.__file__).parent)
 
 
 def events(call):
-    """(the "line" events while ``call()`` runs but NumPy's errstate's own, how many are in LESSON)."""
-    counts = {"every": 0, "errstate": 0, "lesson": 0}
+    """(mlp-ref's "line" events while ``call()`` runs: every one outside NumPy's files, those in LESSON)."""
+    counts = {"ours": 0, "lesson": 0}
 
     def tracer(frame, event, arg):
-        if event == "line":
-            counts["every"] += 1
-            counts["errstate"] += frame.f_code.co_filename == ERRSTATE
+        if event == "line" and not frame.f_code.co_filename.startswith(NUMPY):
+            counts["ours"] += 1
             counts["lesson"] += frame.f_code.co_filename in LESSON
         return tracer
 
@@ -48,7 +49,7 @@ def events(call):
         call()
     finally:
         sys.settrace(previous)
-    return counts["every"] - counts["errstate"], counts["lesson"]
+    return counts["ours"], counts["lesson"]
 
 
 def seed_calls():
@@ -58,11 +59,11 @@ def seed_calls():
     net, X, _ = seed_setup()
     record = net.forward(X)
     D, ref = fixes.project(net, X, G_QUESTION), net(X)[:, 0]
-    stepped = [net.copy().step(D, LR["seed"]) for _ in range(3)]     # restore works in place
+    stepped = [net.copy().step(D, LR["seed"]) for _ in range(6)]     # restore works in place
     memory = (X[:4], -G_QUESTION)
-    calls = {"forward": (lambda: net.forward(X), 35),
+    calls = {"forward": (lambda: net.forward(X), 35),                  # issue 37 asks for 30
              "backward": (lambda: net.backward(record, G_QUESTION), 80),
-             "project": (lambda: fixes.project(net, X, G_QUESTION), 500),
+             "project": (lambda: fixes.project(net, X, G_QUESTION), 450),
              "restore": (lambda: fixes.restore(stepped.pop(), X, ref), 900),
              "agem": (lambda: fixes.agem(net, X, G_QUESTION, *memory), 200)}
     for call, _ in calls.values():
@@ -78,6 +79,19 @@ def test_a_call_is_short_to_step_through(name):
     call, budget = CALLS[name]
     lines, _ = events(call)
     assert lines <= budget, (name, lines)
+
+
+def test_the_teachers_guide_states_the_counts():
+    """The debugger section's counts are these (to 5%: another CPython reports a line once more
+    or less around a call it has specialised, as 3.12 does for a property)."""
+    guide = " ".join((ROOT / "tutorials" / "README.md").read_text().split())
+    stated = re.search(r"stepping into `forward` takes (\d+) lines, `backward` (\d+), `fixes.project` "
+                       r"(\d+), `fixes.restore` after a projected step \(as tutorial 05 calls it\) (\d+) "
+                       r"and `fixes.agem` (\d+)", guide)
+    assert stated, "the guide's counts"
+    for name, number in zip(CALLS, stated.groups()):
+        measured = events(CALLS[name][0])[0]
+        assert abs(int(number) - measured) <= 0.05 * measured, (name, number, measured)
 
 
 @pytest.mark.parametrize("name", ["project", "restore", "agem"])
