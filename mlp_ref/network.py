@@ -23,7 +23,7 @@ with respect to the output is G.
 from __future__ import annotations
 
 import reprlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from itertools import repeat
 
@@ -68,8 +68,11 @@ class Forward:
     a : dict l -> ndarray (n, n_l)     activations, l = 0 .. L (a[0] is X, a[L] the output)
     """
     X: np.ndarray
-    z: dict = field(default_factory=dict)
-    a: dict = field(default_factory=dict)
+    z: dict
+    a: dict
+
+    def __init__(self, X):
+        self.X, self.z, self.a = X, {}, {0: X}          # the record starts at a0 = X
 
     @property
     def depth(self):
@@ -372,11 +375,10 @@ class MLP(Model):
         that is to blame.
         """
         X = checked(INPUTS, locals())
-        record = Forward(X=X.copy())
-        a = record.a[0] = record.X
+        record = Forward(X.copy())                      # a0 = X
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):    # an overflow is named below
             for l, act in enumerate(self._acts, start=1):
-                z = record.z[l] = a @ self.params[f"W{l}"] + self.params[f"b{l}"]
+                z = record.z[l] = record.a[l - 1] @ self.params[f"W{l}"] + self.params[f"b{l}"]
                 a = record.a[l] = act.f(z)
         if not finite(a):                              # a = a_L, the output
             raise diagnosis.forward_overflow(self, record)
