@@ -128,8 +128,8 @@ class _Composed(Model):
         if unknown:
             close = difflib.get_close_matches(unknown[0], (own, *MLP_KEYWORDS), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise BadType(f"{cls.__name__}: unexpected keyword argument {unknown[0]!r}{hint}; "
-                          f"expected {own!r} or an MLP's: {', '.join(MLP_KEYWORDS)}", argument=cls.__name__)
+            raise BadType(f"{unknown[0]}: not a keyword argument of {cls.__name__}{hint}; "
+                          f"expected {own!r} or an MLP's: {', '.join(MLP_KEYWORDS)}", argument=unknown[0])
         return MLP(sizes, **keywords)
 
     @classmethod

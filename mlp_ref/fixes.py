@@ -343,7 +343,7 @@ def gauss_newton(net, keep_X, keep, ref, tol, max_iter, forward, jacobian_at, So
             try:
                 record = forward(net, keep_X)                         # the outputs at theta
             except BadValue as exc:                                   # they overflowed: ref's steps?
-                raise diagnosis.unreachable(history, exc) from None
+                raise diagnosis.unreachable(history, exc, stepping=False) from None
             r = (record.output[:, keep] - ref).reshape(-1)            # the residual, rows c = i q + j as J's
             history.append(float(np.abs(r).max()))                    # its max
             if not np.isfinite(history[-1]):
@@ -358,7 +358,7 @@ def gauss_newton(net, keep_X, keep, ref, tol, max_iter, forward, jacobian_at, So
             try:
                 step(net, J.rmatvec(solve(r)), 1.0)                   # theta <- theta - J^T (J J^T)^+ r
             except BadValue as exc:                                   # a step that does not fit: ref's
-                raise diagnosis.unreachable(history, exc) from None
+                raise diagnosis.unreachable(history, exc, stepping=True) from None
     converged = history[-1] <= tol
     return RestoreReport(converged=converged, iterations=len(history) - 1, residual=history[-1],
                          history=history, tol=tol,

@@ -288,7 +288,7 @@ BAD_INPUTS = [
     ("forward_from overflows", lambda: mr.MLP([3, 4, 2], hidden="identity", init_std=10).forward_from(
         1, np.full((2, 3), 1e307)), ValueError, r"a_prev: expected values for which the output of layers 1 \.\. 2"),
     ("forward_from's weights overflow", lambda: _huge_W2().forward_from(2, np.ones((2, 4))), ValueError,
-     r"forward_from: the output of layers 2 \.\. 2 overflowed float64 .*the parameters are too large"),
+     r"net: the output of layers 2 \.\. 2 overflowed float64 .*the parameters are too large"),
     ("forward_from reads no NaN it does not use", lambda: _nan_W1_identity().forward_from(
         2, np.full((2, 4), 1e307)), ValueError, r"a_prev: expected values"),
     ("adam eps is inf in float32", lambda: optim.Adam(0.1, eps=1e300).update({"W": np.ones(3, np.float32)}),
@@ -313,12 +313,12 @@ BAD_INPUTS = [
      r"hidden: expected one activation name per hidden layer .{,120}\.\.\.\]$"),
     ("heads huge", lambda: mr.SplitHeads([3, 4, 100_000], heads=[[0]]), ValueError,
      r"heads: output\(s\) \[1, 2, 3, 4, 5, 6, \.\.\.\] are in no group"),
-    # a mistyped keyword is refused in the model's own name, not MLP.__init__'s
+    # a mistyped keyword is named, and refused in the model's own name, not MLP.__init__'s
     ("SplitHeads hiden=", lambda: mr.SplitHeads([3, 4, 2], hiden="tanh"), TypeError,
-     r"^SplitHeads: unexpected keyword argument 'hiden' \(did you mean 'hidden'\?\); expected "
+     r"^hiden: not a keyword argument of SplitHeads \(did you mean 'hidden'\?\); expected "
      r"'heads' or an MLP's: hidden, output, init_std, seed, dtype$"),
     ("TwoTower group=", lambda: mr.TwoTower([3, 4, 2], group=[[0], [1]]), TypeError,
-     r"^TwoTower: unexpected keyword argument 'group' \(did you mean 'groups'\?\)"),
+     r"^group: not a keyword argument of TwoTower \(did you mean 'groups'\?\)"),
     # save / load
     ("save-path", lambda: net342().save(3), TypeError, r"path: expected a file path"),
     ("load-path", lambda: mr.MLP.load(None), TypeError, r"path: expected a file path"),
@@ -559,7 +559,26 @@ STATEFUL_BAD_INPUTS = [
     ("forward_from width", lambda net, opt: net.forward_from(2, X), ValueError, r"a_prev: expected 4 columns"),
     ("TwoTower.tower(2)", lambda net, opt: mr.TwoTower([3, 4, 2]).tower(2), ValueError,
      r"k: expected a tower index 0 .. 1, got 2"),
+    # restore toward a ref out of reach: its Gauss-Newton step (lr and D finite) does not fit float64
+    ("restore ref 1e307", lambda net, opt: fixes.restore(net, X, np.full(len(X), 1e307)), ValueError,
+     r"ref: expected values the network can reach, got max \|O - ref\| = 1e\+307, whose Gauss-Newton step "
+     r"does not fit the parameters \(lr: "),
 ]
+
+
+def test_restore_whose_steps_make_the_output_overflow_blames_ref_and_changes_nothing():
+    """A ReLU network's output is linear in its last weights: one step toward ref = 1e300 reaches
+    them, and the next forward pass overflows; ref is named (the steps were made from it), and the
+    network is as it was."""
+    net = mr.MLP([3, 4, 2], hidden="relu", seed=0)
+    before = param_bytes(net)
+    with pytest.raises(ValueError) as refused:
+        fixes.restore(net, X, np.full(len(X), 1e300))
+    assert_names_the_argument(refused.value, r"ref: expected values the network can reach: 1 restoring step\(s\) "
+                                             r"toward max \|O - ref\| = 1e\+300 made its output overflow \(net: ")
+    assert re.match(r"ref: expected values the network can reach: 1 restoring step\(s\) toward max \|O - ref\| = "
+                    r"1e\+300 made its output overflow \(net: forward's output is not finite", str(refused.value))
+    assert param_bytes(net) == before
 
 
 def _state_bytes(net, opt):

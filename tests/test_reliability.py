@@ -83,7 +83,7 @@ def test_nan_in_a_parameter_is_named_by_forward():
     net = net342()
     net.params["W1"][1, 2] = np.nan
     net.params["b2"][0] = np.inf
-    with pytest.raises(ValueError, match=r"^forward: output is not finite because parameters "
+    with pytest.raises(ValueError, match=r"^net: forward's output is not finite because parameters "
                                          r"W1 \(1 NaN\), b2 \(1 inf\) hold NaN/inf"):
         net.forward(X5)
 
@@ -93,7 +93,7 @@ def test_finite_but_huge_parameters_are_named_by_forward():
     net.params["W1"][:] = 1e200
     net.params["W2"][:] = 1e200
     with np.errstate(over="ignore", invalid="ignore"), \
-            pytest.raises(ValueError, match=r"^forward: output is not finite: stage z2 overflowed float64 "
+            pytest.raises(ValueError, match=r"^net: forward's output is not finite: stage z2 overflowed float64 "
                                             r"\(max \|a1\| = .*, max \|W2\| = 1e\+200\)"):
         net.forward(X5 + 1.0)
 

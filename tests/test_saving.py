@@ -108,11 +108,12 @@ def test_save_on_a_disk_that_fills_up_at_fsync_names_path(tmp_path, monkeypatch)
 def test_save_refuses_a_network_it_could_not_load(tmp_path):
     net = net342()
     net.params["W2"][0, 0] = np.nan
-    with pytest.raises(ValueError, match=r"^params\['W2'\]: expected finite values, got 1 NaN"):
+    with pytest.raises(ValueError, match=r"^net: params\['W2'\]: expected finite values, got 1 NaN") as refused:
         net.save(tmp_path / "net.npz")
+    assert refused.value.argument == "net"                 # save(net, path): the network is to blame
     net = net342()
     net.params["b1"] = net.params["b1"].astype(np.float32)
-    with pytest.raises(ValueError, match=r"^params\['b1'\]: expected dtype float64"):
+    with pytest.raises(ValueError, match=r"^net: params\['b1'\]: expected dtype float64"):
         net.save(tmp_path / "net.npz")
     assert not os.listdir(tmp_path)
 

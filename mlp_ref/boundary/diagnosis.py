@@ -30,10 +30,10 @@ def forward_overflow(net, record):
     broken = [f"{k} ({count_nonfinite(v)})" for k, v in net.params.items() if not finite(v)]
     if broken:
         one = len(broken) == 1
-        return BadValue(f"forward: output is not finite because parameter{'' if one else 's'} {', '.join(broken)} "
-                        f"{'holds' if one else 'hold'} NaN/inf; typically an update with too large a learning rate, "
-                        f"or a value set by hand. Rebuild or reload the network (net.copy() before a risky step "
-                        f"keeps a good one)", argument="forward")
+        return BadValue(f"net: forward's output is not finite because parameter{'' if one else 's'} "
+                        f"{', '.join(broken)} {'holds' if one else 'hold'} NaN/inf; typically an update with too "
+                        f"large a learning rate, or a value set by hand. Rebuild or reload the network (net.copy() "
+                        f"before a risky step keeps a good one)", argument="net")
     stage = next(k for k, v in record.stages.items() if not finite(v))
     l, big_X, big_W = int(stage[1:]), _top(record.X), _top(net.params["W1"])
     if stage == "z1" and big_X > big_W:      # the input, not the weights, is what is huge
@@ -41,9 +41,9 @@ def forward_overflow(net, record):
                         f"{big_X:.3g} (max |W1| = {big_W:.3g}); scale X down", argument="X")
     culprits = (f"max |a{l - 1}| = {_top(record.a[l - 1]):.3g}, max |W{l}| = {_top(net.params[f'W{l}']):.3g}"
                 if stage[0] == "z" else f"{net.activations[l - 1]} of a finite z{l}")
-    return BadValue(f"forward: output is not finite: stage {stage} overflowed {net.dtype} ({culprits}) although "
-                    f"every parameter is finite; the parameters are too large, typically after an update with too "
-                    f"large a learning rate", argument="forward")
+    return BadValue(f"net: forward's output is not finite: stage {stage} overflowed {net.dtype} ({culprits}) "
+                    f"although every parameter is finite; the parameters are too large, typically after an update "
+                    f"with too large a learning rate", argument="net")
 
 
 def forward_from_overflow(net, layer, a_prev):
@@ -51,16 +51,16 @@ def forward_from_overflow(net, layer, a_prev):
     or the weights, whichever is the larger factor."""
     broken = [k for l in range(layer, net.depth + 1) for k in (f"W{l}", f"b{l}") if not finite(net.params[k])]
     if broken:
-        return BadValue(f"forward_from: the output is not finite because {', '.join(broken)} "
+        return BadValue(f"net: forward_from's output is not finite because {', '.join(broken)} "
                         f"{'holds' if len(broken) == 1 else 'hold'} NaN/inf; rebuild or reload the network",
-                        argument="forward_from")
+                        argument="net")
     big_a, big_W = _top(a_prev), max(_top(net.params[f"W{l}"]) for l in range(layer, net.depth + 1))
     if big_a > big_W:
         return BadValue(f"a_prev: expected values for which the output of layers {layer} .. {net.depth} stays finite "
                         f"in {net.dtype}, got max |a_prev| = {big_a:.3g} (max |W| = {big_W:.3g}); scale a_prev down",
                         argument="a_prev")
-    return BadValue(f"forward_from: the output of layers {layer} .. {net.depth} overflowed {net.dtype} (max |a_prev| "
-                    f"= {big_a:.3g}, max |W| = {big_W:.3g}): the parameters are too large", argument="forward_from")
+    return BadValue(f"net: the output of layers {layer} .. {net.depth} overflowed {net.dtype} (max |a_prev| = "
+                    f"{big_a:.3g}, max |W| = {big_W:.3g}): the parameters are too large", argument="net")
 
 
 def backward_overflow(net, stages, G, record):
@@ -75,8 +75,8 @@ def backward_overflow(net, stages, G, record):
     if big_G > 1.0:
         return BadValue(f"G: expected values for which the backward pass stays finite in {net.dtype}, got max |G| = "
                         f"{big_G:.3g}, which makes {what}; scale G down", argument="G")
-    return BadValue(f"backward: stage {broken} overflowed {net.dtype} ({count_nonfinite(stages[broken])}) with "
-                    f"max |G| = {big_G:.3g}: the parameters are too large", argument="backward")
+    return BadValue(f"net: backward's stage {broken} overflowed {net.dtype} ({count_nonfinite(stages[broken])}) "
+                    f"with max |G| = {big_G:.3g}: the parameters are too large", argument="net")
 
 
 def gram_overflow(J, X, name="keep_X (X when not given)", short="keep_X"):
@@ -125,13 +125,13 @@ def dots_overflow(g_r, r_r, g_g):
                      f"g.r = {g_r}, r.r = {r_r}")
 
 
-def unreachable(history, exc):
-    """A step (``exc`` names D or lr) or a forward pass (forward) of ``restore`` that failed: the steps
-    were made from ref, so ref is named. Any other failure (a read-only network) is ``exc`` itself."""
-    if exc.argument in ("D", "lr"):
+def unreachable(history, exc, stepping):
+    """``restore``'s step (``stepping``) or forward pass that failed with ``exc``: made from ref, by a step
+    that does not fit (D or lr named) or after steps, so ref is named; else (a read-only net, no step yet) exc."""
+    if stepping and exc.argument in ("D", "lr"):
         return BadValue(f"ref: expected values the network can reach, got max |O - ref| = {history[-1]:.3g}, whose "
                         f"Gauss-Newton step does not fit the parameters ({exc})", argument="ref")
-    if not history or exc.argument != "forward":
+    if stepping or not history:
         return exc
     return BadValue(f"ref: expected values the network can reach: {len(history)} restoring step(s) toward max "
                     f"|O - ref| = {history[0]:.3g} made its output overflow ({exc})", argument="ref")

@@ -50,7 +50,7 @@ def save(net, path):
     path = atomic.check_target("path", path)
     shapes = _expected_shapes(net.sizes)
     for key in shapes:
-        _check_param(f"params[{key!r}]", net.params.get(key), shapes[key], net.dtype)
+        _check_param(f"net: params[{key!r}]", net.params.get(key), shapes[key], net.dtype, argument="net")
     arrays = {"format": np.array(FILE_FORMAT), "sizes": np.array(net.sizes, dtype=np.int64),
               "activations": np.array(net.activations), "dtype": np.array(net.dtype.name),
               "init_std": np.array(net.init_std, dtype=np.float64),
