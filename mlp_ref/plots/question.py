@@ -135,8 +135,9 @@ def _pack_layers(names):
 _MIN_CELLS = 3.4
 
 
-def _heatmap(ax, name, value, formula, n_rows, zeroed=None):
+def _heatmap(ax, name, value, formula, n_rows, zeroed=None, brief=False):
     """One stage as a heatmap on its own symmetric colour scale; exact zeros written as 0.
+    Titled with its name, formula and shape, its largest |entry| below; ``brief``: its name only.
 
     Every panel spans ``n_rows`` cells of height and at least ``_MIN_CELLS`` of width, so with
     equal aspect every cell of every panel has the same size and the shapes compare at a glance.
@@ -159,13 +160,16 @@ def _heatmap(ax, name, value, formula, n_rows, zeroed=None):
     ax.set_ylim(n_rows + 0.3, -0.5)              # top-aligned, rows downwards as printed
     ax.set_aspect("equal")
     ax.set_axis_off()
+    if brief:
+        ax.set_title(name, fontsize=11)
+        return
     ax.text(cols / 2 - 0.5, rows - 0.5 + 0.15, f"|max| {top:.2g}", ha="center", va="top",
             fontsize=10, color="0.3")
     ax.set_title(f"{name} = {formula}\n{tuple(value.shape)}", fontsize=11)
 
 
 @styled
-def backprop_stages(result, zeroed=None, forward=False, axes=None, title=None):
+def backprop_stages(result, zeroed=None, forward=False, axes=None, title=None, brief=False):
     """Every backward stage (and, with ``forward=True``, every forward stage) as a heatmap.
 
     Parameters
@@ -180,6 +184,9 @@ def backprop_stages(result, zeroed=None, forward=False, axes=None, title=None):
     axes : one Axes per stage drawn (forward first), or None for a new figure.
     title : str or None
         The takeaway; ``figures`` passes the one for the seed network and G = [0, -1].
+    brief : bool
+        Title each panel with its stage's name only, with no largest |entry| below (for a
+        slide, whose type is larger).
 
     Panels read left to right in the order the stages are computed (a deep network's backward
     stages wrap onto more rows, a layer never split across two). Each has its own colour
@@ -207,7 +214,7 @@ def backprop_stages(result, zeroed=None, forward=False, axes=None, title=None):
         return fig, made
     fig, axes = take_axes(axes, sum(len(r) for r in rows), make)
     for ax, name in zip(axes, [n for row in rows for n in row]):
-        _heatmap(ax, name, stages[name], board(result["formulas"][name]), n_rows, zeroed)
+        _heatmap(ax, name, stages[name], board(result["formulas"][name]), n_rows, zeroed, brief)
     if zeroed:
         handles = []
         for fix in zeroed:
