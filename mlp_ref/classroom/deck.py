@@ -47,8 +47,8 @@ SLIDES = [
      "notes": "Tutorial 02, sections 3-4: the printed J1, then K12 by layer. The misconception to "
               "correct: 'the output layer leaks'. It does not; the shared layers do."},
     {"title": "Masking the loss", "figure": "backprop_zeroed.png",
-     "lines": ["Tutorial 03. The accepted answer masks the loss with [0, 1]; G's out1 column is "
-               "already 0, so the masked step is the naive step, bit for bit."],
+     "lines": ["Tutorial 03. The accepted answer's mask [0, 1] on the loss: G's out1 column is "
+               "already 0, so the masked step is the naive one, bit for bit."],
      "formula": r"$G \odot [0, 1] = [0, -1] \odot [0, 1] = G$",
      "minutes": (45, 55),
      "notes": "Tutorial 03, sections 2 and 4. In the answer's script var_list and the mask held "
@@ -91,8 +91,8 @@ SLIDES = [
      "notes": "Ask the room which of these they believed at the start. Each is corrected by a "
               "tutorial: 03, 01, 02, 01 and 05, 05 and 06, 06."},
     {"title": "A real task", "figure": "continual_tradeoff.png",
-     "lines": ["Tutorial 08. Keep digits 0-4 while learning 5-9, every fix on a memory of old "
-               "images: what each keeps off the memory, and what it costs the new digits."],
+     "lines": ["Tutorial 08. Digits 0-4, then 5-9, every fix with a memory of old images: what each "
+               "keeps, and what the new digits pay."],
      "formula": None,
      "minutes": (88, 89),
      "notes": "Only a pointer in 90 minutes: figures/continual_steps.gif shows the run step by "
@@ -118,20 +118,23 @@ def _only(result, rules):
 
 
 #: The figures a slide draws otherwise than figures/ does, with less to read from the back of a
-#: room: the stages named only, the seed network's kernel, the two fixes the slide compares, the
-#: five rules slide 8 speaks of. The others are the figures' own.
+#: room (their ``brief`` forms; the seed network's kernel only; the two fixes slide 6 compares;
+#: the five rules slide 8 speaks of). The others are the figures' own.
 SLIDE_FIGURES = {
+    "seed_problem.png": lambda plots: plots.seed_problem(figures.seed_effect(), brief=True),
     "backprop_stages.png": lambda plots: plots.backprop_stages(
         figures.seed_stages(), title=figures.STAGES_TITLE, brief=True),
     "backprop_zeroed.png": lambda plots: plots.backprop_stages(
         figures.seed_stages(), zeroed=figures.seed_stages()["zeroed"], title=figures.ZEROED_TITLE,
         brief=True),
+    "projection_geometry.png": lambda plots: plots.projection_geometry(figures.geometry(), brief=True),
     "tangent_kernel.png": lambda plots: plots.tangent_kernel(figures.tangent_kernels()[:1]),
     "network_fixes.png": lambda plots: plots.network_fixes(
         _only(figures.seed_weight_changes(), ("naive", "freeze"))),
     "drift_vs_lr.png": lambda plots: plots.drift_vs_lr(
         [_only(r, ("naive", "masked", "freeze", "project", "project+restore"))
-         for r in figures.drift_results()]),
+         for r in figures.drift_results()], brief=True),
+    "continual_tradeoff.png": lambda plots: plots.continual_tradeoff(figures.continual_run(), brief=True),
 }
 
 

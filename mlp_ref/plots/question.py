@@ -10,6 +10,7 @@ import re
 import matplotlib
 import numpy as np
 from matplotlib.collections import LineCollection
+from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from .axes import drift_text, exact
@@ -18,7 +19,7 @@ from .style import (HATCHES, OUT_COLOURS, PALETTE, SETUP_LABELS, STAGE_CMAP, fix
 
 
 @styled
-def step_effect(effect, axes=None):
+def step_effect(effect, axes=None, brief=False):
     """out1 and out2 per sample before and after a naive step with G = [0, -1], on any setup
     (tutorial 02 draws the visible one; :func:`seed_problem` is this figure on the seed setup).
 
@@ -26,7 +27,8 @@ def step_effect(effect, axes=None):
     (n, 2), ``lr`` and ``ratio``. Three panels: out2 before -> after; out1 before -> after on its own,
     zoomed, scale; and |change| of both on one log scale, where out1's drift, though smaller
     (thousands of times on the seed setup, about five times on the visible one), is plainly not
-    zero. ``axes``: three Axes, or None.
+    zero. ``axes``: three Axes, or None. ``brief`` (for a slide, in larger type): the notes at
+    the top of the first two panels become a legend and a line of the title.
     """
     def make():
         fig = new_figure(12.0, 4.8)
@@ -50,11 +52,18 @@ def step_effect(effect, axes=None):
         lo, hi = min(before[:, k].min(), after[:, k].min()), max(before[:, k].max(), after[:, k].max())
         a.set_ylim(lo - 0.08 * (hi - lo), hi + 0.3 * (hi - lo))     # room for the notes on top
     worst = int(np.argmax(np.abs(delta[:, 0])))
-    axes[1].text(0.5, 0.97, f"max |\u0394out1| = {sci(abs(delta[worst, 0]))} (sample {worst})",
-                 transform=axes[1].transAxes, ha="center", va="top", fontsize=11)
+    most = f"max |\u0394out1| = {sci(abs(delta[worst, 0]))} (sample {worst})"
     axes[1].ticklabel_format(axis="y", style="plain", useOffset=False)
-    axes[0].text(0.5, 0.97, "open: before    filled: after the step", transform=axes[0].transAxes,
-                 ha="center", va="top", fontsize=11)
+    if brief:
+        axes[1].set_title(f"out1: asked to stay \u2014 moves\n{most}")
+        colour = OUT_COLOURS["out2"]
+        axes[0].legend(handles=[Line2D([], [], ls="", marker="o", mfc="white", mec=colour, label="before"),
+                                Line2D([], [], ls="", marker="o", color=colour, label="after the step")],
+                       loc="upper center", ncols=2, handletextpad=0.1, columnspacing=0.8)
+    else:
+        axes[1].text(0.5, 0.97, most, transform=axes[1].transAxes, ha="center", va="top", fontsize=11)
+        axes[0].text(0.5, 0.97, "open: before    filled: after the step", transform=axes[0].transAxes,
+                     ha="center", va="top", fontsize=11)
 
     a = axes[2]
     for k, marker in [(0, "o"), (1, "s")]:

@@ -25,9 +25,9 @@ SIZE = (960 / 72, 540 / 72)
 #: smaller is written, in the slide's texts or in its figure (``SMALLEST_PT``).
 TITLE_PT, TEXT_PT, FORMULA_PT, SMALL_PT = 34, 22, 26, 18
 SMALLEST_PT = 18
-#: How much a figure's type grows on a slide: the figures' smallest type, 10 pt (``style``),
-#: becomes SMALLEST_PT, and every size keeps its rank above it.
-GROW_PT = 8
+#: How much a figure's type grows on a slide, before it is raised to SMALLEST_PT: the figures'
+#: texts of 10 to 13 pt (``style``) all become 18 pt, their titles of 15 pt 20 pt.
+GROW_PT = 5
 #: The resolution of a slide's images (heatmaps): a 1920 x 1080 projector shows the page at
 #: 1920 px / 13.33 in = 144 pixels per inch.
 PROJECTION_DPI = 144
@@ -60,7 +60,6 @@ def onto_slide(fig, box):
     fig.set_dpi(PROJECTION_DPI)
     fig.set_size_inches(SIZE)
     engine.set(rect=box)
-    _name_once(fig)
     fig.draw_without_rendering()
     if _wrap_titles(fig, box):
         fig.draw_without_rendering()
@@ -102,26 +101,6 @@ def _fit(text, ratio):
     lines = text.get_text().split("\n")
     width = max(8, int(max(map(len, lines)) * ratio))
     text.set_text("\n".join(textwrap.fill(line, width) for line in lines))
-
-
-#: The most entries a legend of a slide names: more are not read from the back of a room.
-MOST_LEGEND_ENTRIES = 6
-
-
-def _name_once(fig):
-    """A panel's legend of more than MOST_LEGEND_ENTRIES entries keeps only those that no other
-    legend of the figure names (a fix's colour and marker are named once on the slide)."""
-    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
-    for legend in legends:
-        labels = [t.get_text() for t in legend.get_texts()]
-        if len(labels) <= MOST_LEGEND_ENTRIES:
-            continue
-        elsewhere = {t.get_text() for other in legends + list(fig.legends) if other is not legend
-                     for t in other.get_texts()}
-        keep = [(h, l) for h, l in zip(legend.legend_handles, labels) if l not in elsewhere]
-        ax = legend.axes
-        legend.remove()
-        ax.legend(*zip(*keep), loc=legend._loc, fontsize=legend.get_texts()[0].get_fontsize())
 
 
 def wrapped(lines, width):
