@@ -42,26 +42,27 @@ SLIDE_TEXT = "slide"
 def onto_slide(fig, box):
     """The package Figure ``fig`` (drawn by its plot function, with the constrained layout of
     ``style.new_figure``) made into a slide: SIZE, its type grown by GROW_PT and never under
-    SMALLEST_PT, its suptitle left to the slide's title and lines, and its axes, legends and
-    figure texts laid out inside ``box`` (left, bottom, width, height in figure fractions). A
-    panel title wider than its panel is wrapped. Returns ``fig``, with its layout fixed."""
+    SMALLEST_PT, its suptitle left to the slide's title and lines, and its axes, legends (figure
+    legends placed "outside" its panels) and figure texts laid out inside ``box`` (left, bottom,
+    width, height in figure fractions). A text longer than its room is wrapped
+    (``_wrap_long_texts``). Returns ``fig``, with its layout fixed."""
     engine = fig.get_layout_engine()
     if not isinstance(engine, ConstrainedLayoutEngine):
         raise ValueError(f"fig: a slide lays out a figure with the constrained layout, not {engine!r}")
     for text in fig.findobj(Text):
         text.set_fontsize(max(SMALLEST_PT, text.get_fontsize() + GROW_PT))
-    for ax in fig.axes:              # and the ticks made at the next draw, as those of now
+    for ax in fig.axes:              # ticks made at a later draw get the same size
         for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
             for which, ticks in (("major", axis.get_major_ticks()), ("minor", axis.get_minor_ticks())):
                 size = ticks[0].label1.get_fontsize() if ticks else SMALLEST_PT
                 ax.tick_params(axis=name, which=which, labelsize=max(SMALLEST_PT, size))
     if fig.get_suptitle():
         fig.suptitle("", in_layout=False)
-    fig.set_dpi(PROJECTION_DPI)
+    fig.set_dpi(PROJECTION_DPI)                  # laid out as write_pdf draws it
     fig.set_size_inches(SIZE)
     engine.set(rect=box)
     fig.draw_without_rendering()
-    if _wrap_titles(fig, box):
+    if _wrap_long_texts(fig, box):
         fig.draw_without_rendering()
     fig.set_layout_engine("none")
     left, bottom, width, height = box
@@ -70,12 +71,14 @@ def onto_slide(fig, box):
     for legend in fig.legends:
         legend.set_bbox_to_anchor(box, transform=fig.transFigure)
     for text in fig.texts:
+        if text.get_transform() != fig.transSubfigure:
+            raise ValueError(f"fig: a figure text placed otherwise than in figure fractions: {text!r}")
         x, y = text.get_position()
         text.set_position((left + x * width, bottom + y * height))
     return fig
 
 
-def _wrap_titles(fig, box):
+def _wrap_long_texts(fig, box):
     """Wrap every text longer than its room, at the width that fits it: a panel's title, its
     x label and its texts (in the panel's coordinates) at the panel's width, its y label at
     its height, the figure's texts and legend titles at the width of ``box``. True if any was."""
@@ -119,32 +122,30 @@ def slide(spec, number, total, figure=None):
     "formula" (mathtext or None), "kind" ("title" or "text")}; ``figure``: a package Figure or
     None. The lines run across the top, the figure fills the space between them and the
     formula (``onto_slide``)."""
+    lines, formula = wrapped(spec["lines"], WRAP), spec.get("formula")
     if figure is None:
         fig = Figure(figsize=SIZE, dpi=PROJECTION_DPI)
-    fig_kw = {"gid": SLIDE_TEXT}
-    if spec.get("kind") == "title":
-        fig.patch.set_facecolor("white")
-        fig.text(0.5, 0.62, spec["title"], ha="center", va="center", fontsize=TITLE_PT + 6,
-                 fontweight="bold", **fig_kw)
-        for i, line in enumerate(wrapped(spec["lines"], WRAP)):
-            fig.text(0.5, 0.45 - i * 0.075, line, ha="center", va="center", fontsize=TEXT_PT, **fig_kw)
-        return fig
-    lines = wrapped(spec["lines"], WRAP)
-    formula = spec.get("formula")
-    if figure is not None:
+    else:
         bottom, top = (0.15 if formula else 0.05), 0.84 - len(lines) * LINE - 0.01
         fig = onto_slide(figure, (0.02, bottom, 0.96, top - bottom))
     fig.patch.set_facecolor("white")
+    own = {"gid": SLIDE_TEXT}
+    if spec.get("kind") == "title":
+        fig.text(0.5, 0.62, spec["title"], ha="center", va="center", fontsize=TITLE_PT + 6,
+                 fontweight="bold", **own)
+        for i, line in enumerate(lines):
+            fig.text(0.5, 0.45 - i * 0.075, line, ha="center", va="center", fontsize=TEXT_PT, **own)
+        return fig
     fig.text(0.04, 0.93, spec["title"], ha="left", va="center", fontsize=TITLE_PT, fontweight="bold",
-             **fig_kw)
+             **own)
     fig.add_artist(matplotlib.lines.Line2D([0.04, 0.96], [0.875, 0.875], color="#0072B2", lw=3))
     for i, line in enumerate(lines):
-        fig.text(0.04, 0.84 - i * LINE, line, ha="left", va="top", fontsize=TEXT_PT, **fig_kw)
+        fig.text(0.04, 0.84 - i * LINE, line, ha="left", va="top", fontsize=TEXT_PT, **own)
     if formula:
         fig.text(0.5, 0.07, formula, ha="center", va="center", fontsize=FORMULA_PT,
-                 bbox={"boxstyle": "round,pad=0.35", "fc": "#EEF4FA", "ec": "#0072B2"}, **fig_kw)
+                 bbox={"boxstyle": "round,pad=0.35", "fc": "#EEF4FA", "ec": "#0072B2"}, **own)
     fig.text(0.985, 0.015, f"{number}/{total}", ha="right", va="bottom", fontsize=SMALL_PT,
-             color="0.45", **fig_kw)
+             color="0.45", **own)
     return fig
 
 
