@@ -40,8 +40,8 @@ SLIDES = [
               "facts: dW2[:, 0] is exactly 0, no entry of dW1 is. figures/backprop.gif shows the "
               "zero column travelling down and the shared layer lighting up."},
     {"title": "Why out1 moves", "figure": "tangent_kernel.png",
-     "lines": ["Tutorial 02. To first order, out1 moves by the cross-output tangent kernel K\u2081\u2082. "
-               "The output layer's share of it is exactly 0: all of it flows through the shared layers."],
+     "lines": ["Tutorial 02. To first order, out1 moves by the cross-output kernel K\u2081\u2082; "
+               "the output layer's share is exactly 0: it all flows through the shared layers."],
      "formula": r"$\Delta O_1 = -\eta\, K_{12}\, G_2,\qquad K_{12} = J_1 J_2^T$",
      "minutes": (30, 45),
      "notes": "Tutorial 02, sections 3-4: the printed J1, then K12 by layer. The misconception to "

@@ -33,7 +33,7 @@ GROW_PT = 5
 PROJECTION_DPI = 144
 #: Characters per line of text at TEXT_PT (the slide's width, with margins), and the line spacing
 #: in figure heights.
-WRAP = 70
+WRAP = 78
 LINE = 0.062
 #: The ``gid`` of the slide's own texts (title, lines, formula, number), as opposed to its figure's.
 SLIDE_TEXT = "slide"
