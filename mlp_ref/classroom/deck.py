@@ -24,38 +24,36 @@ SLIDES = [
      "notes": "Say the question before any code: we want to change one output of a network and "
               "leave another exactly where it is. Everything today is measured by the package."},
     {"title": "The question", "figure": "seed_problem.png",
-     "lines": ["Two outputs; the loss's gradient with respect to them is G = [0, \u22121]: raise out2, "
-               "leave out1 alone. A plain step raises out2. Does out1 stay?"],
+     "lines": ["The loss's gradient G = [0, \u22121] says: raise out2, leave out1 alone. "
+               "A plain step raises out2. Does out1 stay?"],
      "formula": r"$\theta \leftarrow \theta - \eta\, g,\qquad g = \sum_i J_i^T G_i$",
      "minutes": (2, 10),
      "notes": "Stack Overflow 42182233. Run `python -m mlp_ref` (the table) and show the figure: "
               "out2 rises as asked, out1 moves too, thousands of times less on the seed network "
               "but not zero. Ask the room why before going on."},
     {"title": "Backprop, stage by stage", "figure": "backprop_stages.png",
-     "lines": ["Tutorial 01. The backward pass of the 3-4-2 network for G = [0, \u22121].",
-               "- out1's column is 0 in dout, dz2, dW2, db2",
-               "- dW1 and db1 are not 0"],
+     "lines": ["Tutorial 01. The 3-4-2 network, G = [0, \u22121]: out1's column is 0 in dout, dz2, "
+               "dW2, db2; dW1 and db1 are not 0."],
      "formula": r"$dW_2 = a_1^T dz_2,\qquad dW_1 = X^T\,(dz_2 W_2^T \odot \sigma'(z_1))$",
      "minutes": (10, 30),
      "notes": "Tutorial 01, sections 1-6. Check z1[0, 0] by hand from the printed weights. The two "
               "facts: dW2[:, 0] is exactly 0, no entry of dW1 is. figures/backprop.gif shows the "
               "zero column travelling down and the shared layer lighting up."},
     {"title": "Why out1 moves", "figure": "tangent_kernel.png",
-     "lines": ["Tutorial 02. To first order, out1 moves by the cross-output tangent kernel K\u2081\u2082. "
-               "The output layer's share of it is exactly 0: all of it flows through the shared layers."],
+     "lines": ["Tutorial 02. To first order, out1 moves by the cross-output kernel K\u2081\u2082; "
+               "the output layer's share is exactly 0: it all flows through the shared layers."],
      "formula": r"$\Delta O_1 = -\eta\, K_{12}\, G_2,\qquad K_{12} = J_1 J_2^T$",
      "minutes": (30, 45),
      "notes": "Tutorial 02, sections 3-4: the printed J1, then K12 by layer. The misconception to "
               "correct: 'the output layer leaks'. It does not; the shared layers do."},
     {"title": "Masking the loss", "figure": "backprop_zeroed.png",
-     "lines": ["Tutorial 03. The accepted answer recommends a mask [0, 1] on the loss.",
-               "- G's out1 column is already 0: the mask changes nothing",
-               "- the masked step is the naive step, bit for bit",
-               "- a mask is for missing labels"],
+     "lines": ["Tutorial 03. The accepted answer's mask [0, 1] on the loss: G's out1 column is "
+               "already 0, so the masked step is the naive one, bit for bit."],
      "formula": r"$G \odot [0, 1] = [0, -1] \odot [0, 1] = G$",
      "minutes": (45, 55),
      "notes": "Tutorial 03, sections 2 and 4. In the answer's script var_list and the mask held "
-              "out1 together, neither alone. Hatched cells: what each fix zeroes."},
+              "out1 together, neither alone. Hatched cells: what each fix zeroes. A mask is for "
+              "missing labels."},
     {"title": "Layer splitting", "figure": "network_fixes.png",
      "lines": ["Tutorial 04. Train only what out1 does not read (var_list = [W2, b2]).",
                "- out1's drift is exactly 0.0, on every input, at every lr",
@@ -72,8 +70,8 @@ SLIDES = [
      "notes": "Tutorial 05, sections 1-4: the projected step along the tangent of out1's level "
               "set, slope 2 on the batch and slope 1 off it. figures/projection_step.gif moves it."},
     {"title": "Restoring", "figure": "drift_vs_lr.png",
-     "lines": ["Tutorial 05. After the projected step, Gauss-Newton steps back onto out1's level "
-               "set: the residual squares each step, down to round-off on the batch."],
+     "lines": ["Tutorial 05. Gauss-Newton steps back onto out1's level set: the residual squares "
+               "each step, down to round-off."],
      "formula": r"$\theta \leftarrow \theta - J_1^T (J_1 J_1^T)^+ (O_1(\theta) - O_1^{ref})$",
      "minutes": (78, 85),
      "notes": "Tutorial 05, section 5. On the figure: naive and the mask O(lr), projection O(lr^2), "
@@ -93,8 +91,8 @@ SLIDES = [
      "notes": "Ask the room which of these they believed at the start. Each is corrected by a "
               "tutorial: 03, 01, 02, 01 and 05, 05 and 06, 06."},
     {"title": "A real task", "figure": "continual_tradeoff.png",
-     "lines": ["Tutorial 08. Keep digits 0-4 while learning 5-9, every fix on a memory of old "
-               "images: what each keeps off the memory, and what it costs the new digits."],
+     "lines": ["Tutorial 08. Digits 0-4, then 5-9, every fix with a memory of old images: what each "
+               "keeps, and what the new digits pay."],
      "formula": None,
      "minutes": (88, 89),
      "notes": "Only a pointer in 90 minutes: figures/continual_steps.gif shows the run step by "
@@ -112,6 +110,32 @@ SLIDES = [
               "the static page from --html on the course site) lets students move lr, the steps, "
               "the fix and lambda themselves."},
 ]
+
+
+def _only(result, rules):
+    """``result`` (a measurement of every rule) with only ``rules`` drawn."""
+    return dict(result, rules=[r for r in result["rules"] if r in rules])
+
+
+#: The figures a slide draws otherwise than figures/ does, with less to read from the back of a
+#: room (their ``brief`` forms; the seed network's kernel only; the two fixes slide 6 compares;
+#: the five rules slide 8 speaks of). The others are the figures' own.
+SLIDE_FIGURES = {
+    "seed_problem.png": lambda plots: plots.seed_problem(figures.seed_effect(), brief=True),
+    "backprop_stages.png": lambda plots: plots.backprop_stages(
+        figures.seed_stages(), title=figures.STAGES_TITLE, brief=True),
+    "backprop_zeroed.png": lambda plots: plots.backprop_stages(
+        figures.seed_stages(), zeroed=figures.seed_stages()["zeroed"], title=figures.ZEROED_TITLE,
+        brief=True),
+    "projection_geometry.png": lambda plots: plots.projection_geometry(figures.geometry(), brief=True),
+    "tangent_kernel.png": lambda plots: plots.tangent_kernel(figures.tangent_kernels()[:1]),
+    "network_fixes.png": lambda plots: plots.network_fixes(
+        _only(figures.seed_weight_changes(), ("naive", "freeze"))),
+    "drift_vs_lr.png": lambda plots: plots.drift_vs_lr(
+        [_only(r, ("naive", "masked", "freeze", "project", "project+restore"))
+         for r in figures.drift_results()], brief=True),
+    "continual_tradeoff.png": lambda plots: plots.continual_tradeoff(figures.continual_run(), brief=True),
+}
 
 
 def guarantee_lines():
@@ -144,10 +168,10 @@ def draw(log=None):
     from ..plots import slides as drawing
     slides_drawn, deck_slides = [], deck()
     for number, s in enumerate(deck_slides, 1):
-        image = None
+        figure = None
         if s.get("figure"):
-            image = drawing.figure_image(figures.FIGURES[s["figure"]](plots))
-        slides_drawn.append(drawing.slide(s, number, len(deck_slides), image))
+            figure = SLIDE_FIGURES.get(s["figure"], figures.FIGURES[s["figure"]])(plots)
+        slides_drawn.append(drawing.slide(s, number, len(deck_slides), figure))
         if log is not None:
             log(f"[{number}/{len(deck_slides)}] {s['title']}")
     return slides_drawn

@@ -31,11 +31,14 @@ _OFFSETS = {"span": (-8, -4, "right"), "towers": (-10, -16, "right")}
 
 
 @styled
-def continual_tradeoff(result, axes=None):
+def continual_tradeoff(result, axes=None, brief=False):
     """Left: old-task against new-task test accuracy after the second task, one point per fix
     and memory size. Right: the mean |change of outputs 0-4| on the old test images against m.
 
     result : ``continual.run()``'s dict;  axes : two Axes, or None for a new figure.
+    brief : for a slide, in larger type: on the left the fixes without a memory named by their
+        points, no legend and no memory sizes (a marker's size is its m); on the right the
+        legend beside the panel, naming the others.
     Returns the Figure.
     """
     def make():
@@ -52,7 +55,12 @@ def continual_tradeoff(result, axes=None):
                          edgecolor=PALETTE[r["fix"]], marker=MARKERS[r["fix"]], linewidth=2.0,
                          zorder=4)
     for r in result["runs"]:
+        if brief and r["fix"] == "freeze":               # named here, in no legend
+            left.annotate("freeze", (r["new_acc"][-1], r["old_acc"][-1]), xytext=(-12, 0), ha="right",
+                          va="center", textcoords="offset points", color="0.25")
         if r["fix"] in ("project+restore", "freeze"):   # on project's and span's points
+            continue
+        if brief and r["m"]:
             continue
         text = str(r["m"]) if r["m"] else LABELS[r["fix"]]
         if (r["fix"], r["m"]) in result["as_freeze"]:
@@ -61,10 +69,11 @@ def continual_tradeoff(result, axes=None):
         left.annotate(text, (r["new_acc"][-1], r["old_acc"][-1]), xytext=(dx, dy), ha=ha,
                       textcoords="offset points", fontsize=10, color="0.25")
     fixes_drawn = dict.fromkeys(r["fix"] for r in result["runs"])
-    left.legend(handles=[Line2D([], [], ls="", marker=MARKERS[f], color=PALETTE[f],
-                                markeredgecolor="black", markeredgewidth=0.5, markersize=8,
-                                label=LABELS[f]) for f in fixes_drawn],
-                loc="lower left", fontsize=10)
+    if not brief:
+        left.legend(handles=[Line2D([], [], ls="", marker=MARKERS[f], color=PALETTE[f],
+                                    markeredgecolor="black", markeredgewidth=0.5, markersize=8,
+                                    label=LABELS[f]) for f in fixes_drawn],
+                    loc="lower left", fontsize=10)
     left.axhline(result["first"], color="0.5", ls=":", lw=1)
     left.text(0.02, result["first"], " after digits 0-4", va="bottom", fontsize=10, color="0.35",
               transform=left.get_yaxis_transform())
@@ -72,7 +81,7 @@ def continual_tradeoff(result, axes=None):
     left.set_ylabel("old-task test accuracy (digits 0-4)")
     left.set_xlim(0, 1.05)
     left.set_ylim(0, 1.05)
-    left.set_title("argmax over all ten outputs; numbers: memory size m")
+    left.set_title("argmax over all ten outputs;" + ("\nmarker size: memory m" if brief else " numbers: memory size m"))
     left.grid(True, alpha=0.3)
 
     naive = find(result, "naive")
@@ -86,8 +95,12 @@ def continual_tradeoff(result, axes=None):
                    ls="-" if fix != "project+restore" else ":")
     if result["exactly_held"]:
         held = ", ".join(_SHORT.get(f, f) + (f" m = {m}" if m else "") for f, m in result["exactly_held"])
-        right.text(0.02, 0.03, f"{held}: exactly 0.0 (off the axis)",
-                   transform=right.transAxes, fontsize=10, color="0.3")
+        if brief:
+            right.text(0.02, 0.03, f"{held}:\nexactly 0.0\n(off the axis)", transform=right.transAxes,
+                       color="0.3")
+        else:
+            right.text(0.02, 0.03, f"{held}: exactly 0.0 (off the axis)",
+                       transform=right.transAxes, fontsize=10, color="0.3")
     right.set_xscale("log", base=2)
     right.set_yscale("log")
     right.set_xticks(result["memory_sizes"], [str(m) for m in result["memory_sizes"]])
@@ -96,10 +109,13 @@ def continual_tradeoff(result, axes=None):
     right.set_ylabel(f"mean |change of outputs {OLD[0]}-{OLD[-1]}|\non old test images")
     small, large = (find(result, "project", m) for m in (min(result["memory_sizes"]),
                                                          max(result["memory_sizes"])))
-    right.set_title(f"project, off the memory: {small['drift_mean']:.2g} at m = {small['m']},\n"
-                    f"{large['drift_mean']:.2g} at m = {large['m']}")
+    right.set_title(f"project, off the memory:{chr(10) if brief else ' '}{small['drift_mean']:.2g} at m = "
+                    f"{small['m']},\n{large['drift_mean']:.2g} at m = {large['m']}")
     right.grid(True, alpha=0.3)
-    right.legend(loc="center left", fontsize=10)
+    if brief:
+        right.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    else:
+        right.legend(loc="center left", fontsize=10)
     fig.suptitle("Learning digits 5-9 after 0-4: what each fix keeps, and what it costs the new digits")
     return fig
 

@@ -42,13 +42,15 @@ def _slopes_box(ax, slopes, max_lr):
 
 
 @styled
-def drift_vs_lr(results, axes=None):
+def drift_vs_lr(results, axes=None, brief=False):
     """Max |delta out1| on the batch after ONE step of each rule, against the step size.
 
     ``results`` is a list of ``drift.one_step(setup, lrs=..., slope_max_lr=...)``, one panel
     each. Log-log, with dashed guide lines proportional to lr and lr^2, and the slopes fitted
     over lr <= slope_max_lr (``orders``) written in each panel. Exact zeros are drawn on the "exactly 0" row
     at the bottom; the band below 1e-12 is float64 round-off. ``axes``: one per result.
+    ``brief`` (for a slide, in larger type): the slopes in each panel's title, not in a box over
+    its curves.
     """
     def make():
         fig = new_figure(13.0, 6.6)
@@ -66,11 +68,15 @@ def drift_vs_lr(results, axes=None):
             guide(ax, lrs[small], res["naive"]["drift_batch"][small], 1, "\u221d lr")
         if "project" in res:
             guide(ax, lrs[small], res["project"]["drift_batch"][small], 2, "\u221d lr\u00b2")
-        _slopes_box(ax, slopes, slope_max_lr)
         ax.set_ylim(ZERO_FLOOR / 5, 30)
         decade_ticks(ax, -18, 0)
         ax.set_xlabel("step size lr (log)")
-        ax.set_title(SETUP_LABELS.get(res["setup"], res["setup"]) + ", one step, on the batch")
+        if brief:
+            ax.set_title(SETUP_LABELS.get(res["setup"], res["setup"]) + "\nslopes: " +
+                         ", ".join(f"{fix_label(r)} {k:.2f}" for r, k in slopes.items()))
+        else:
+            _slopes_box(ax, slopes, slope_max_lr)
+            ax.set_title(SETUP_LABELS.get(res["setup"], res["setup"]) + ", one step, on the batch")
     axes[0].set_ylabel("max |\u0394out1| on the batch (log)")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=11)

@@ -15,18 +15,20 @@ _DRIFT_LABELS = {"naive": "naive", "project": "projected", "project+restore": "p
 
 
 @styled
-def projection_geometry(result, axes=None):
+def projection_geometry(result, axes=None, brief=False):
     """The naive step, its projection on the tangent of out1's level set, and the restore.
 
     ``result`` is ``projection.projection_geometry(...)``. Left: the theta-plane of the
     two-parameter toy with contours of out1, the level set through theta0 in bold, the three
     steps; equal aspect, so angles are true. Right: |out1 drift| against the step size on
     log-log axes, with the fitted slopes (1 for naive, 2 for projected). ``axes``: two Axes.
+    ``brief`` (for a slide, in larger type): the left panel alone, its contours unlabelled, its
+    legend left of it and the steps' changes right of it; ``axes``: one Axes.
     """
     def make():
         fig = new_figure(12.0, 6.0)
-        return fig, fig.subplots(1, 2, width_ratios=[1.15, 1])
-    fig, axes = take_axes(axes, 2, make)
+        return fig, fig.subplots(1, 1 if brief else 2, width_ratios=[1.15] if brief else [1.15, 1])
+    fig, axes = take_axes(axes, 1 if brief else 2, make)
     t0, ref = result["theta0"], result["ref"]
     naive, proj, path = result["naive"], result["projected"], result["restore_path"]
 
@@ -37,7 +39,8 @@ def projection_geometry(result, axes=None):
     T1, T2 = np.meshgrid(t1, t2)
     cs = ax.contour(T1, T2, out1, levels=12, colors="0.75", linewidths=0.9,
                     negative_linestyles="solid")
-    ax.clabel(cs, fontsize=10, fmt="%.2f")
+    if not brief:
+        ax.clabel(cs, fontsize=10, fmt="%.2f")
     ax.contour(T1, T2, out1, levels=[ref], colors="black", linewidths=2.5)
     span = 2 * (hi - lo).max()
     tangent = np.array([t0 - span * result["tangent"], t0 + span * result["tangent"]])
@@ -48,10 +51,18 @@ def projection_geometry(result, axes=None):
                     arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 2.2,
                                 "mutation_scale": 18, "shrinkA": 0, "shrinkB": 0})
 
+    beside = []                     # brief: the labels in a column right of the panel, 72 pt apart
+
     def label(end, name, text, offset, ha, va):
         d = result["changes"][name]
         d1 = "0" if d[0] == 0.0 else "0 to round-off" if abs(d[0]) < 1e-12 else signed(d[0])
-        ax.annotate(f"{text}\n\u0394out1 = {d1}\n\u0394out2 = {signed(d[1])}", end, xytext=offset,
+        words = f"{text}\n\u0394out1 = {d1}\n\u0394out2 = {signed(d[1])}"
+        if brief:
+            ax.annotate(words, (1.04, 1), xycoords="axes fraction", xytext=(0, -72 * len(beside)),
+                        textcoords="offset points", ha="left", va="top", color=text_colour(name))
+            beside.append(name)
+            return
+        ax.annotate(words, end, xytext=offset,
                     textcoords="offset points", ha=ha, va=va, color=text_colour(name), fontsize=11,
                     bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})
 
@@ -70,7 +81,10 @@ def projection_geometry(result, axes=None):
                                 label=f"level set out1 = {ref:.3f}"),
         Line2D([], [], color="0.45", lw=1.3, ls="--", label="its tangent at \u03b8\u2080"),
     ]
-    ax.legend(handles=handles, loc="upper right", fontsize=11, frameon=True, framealpha=0.9)
+    if brief:
+        ax.legend(handles=handles, loc="upper right", bbox_to_anchor=(-0.2, 1))
+    else:
+        ax.legend(handles=handles, loc="upper right", fontsize=11, frameon=True, framealpha=0.9)
     ax.set_xlim(t1[0], t1[-1])
     ax.set_ylim(t2[0], t2[-1])
     ax.set_aspect("equal")
@@ -78,7 +92,20 @@ def projection_geometry(result, axes=None):
     ax.set_ylabel("\u03b8\u2082")
     ax.set_title(f"Contours of out1 over \u03b8; steps of size lr = {result['lr']:g}")
 
-    ax = axes[1]
+    if not brief:
+        _drift_panel(axes[1], result)
+    fig.suptitle("Projection moves along the tangent and leaves the curved level set by O(lr\u00b2);"
+                 "\na restoring step puts \u03b8 back on it")
+    if brief:
+        return fig
+    fig.supxlabel("\u03b8 = (\u03b8\u2081, \u03b8\u2082): the two first-layer weights of a 1-2-2 "
+                  "tanh MLP, out(\u03b8) = tanh(\u03b8x + c) V; naive direction D = \u2212\u2207out2 "
+                  "(G = [0, \u22121])", fontsize=11, style="italic")
+    return fig
+
+
+def _drift_panel(ax, result):
+    """|out1 drift| against the step size, log-log, each rule with its fitted slope."""
     lrs, floor = result["lrs"], 1e-16
     slopes = result.get("slopes", {})
     for name, drift in result["drift"].items():
@@ -95,12 +122,6 @@ def projection_geometry(result, axes=None):
     ax.set_ylabel("|out1(\u03b8) \u2212 out1(\u03b8\u2080)|")
     ax.set_title("out1 drift: O(lr), O(lr\u00b2), 0")
     ax.legend(loc="center right", fontsize=10)
-    fig.suptitle("Projection moves along the tangent and leaves the curved level set by O(lr\u00b2);"
-                 "\na restoring step puts \u03b8 back on it")
-    fig.supxlabel("\u03b8 = (\u03b8\u2081, \u03b8\u2082): the two first-layer weights of a 1-2-2 "
-                  "tanh MLP, out(\u03b8) = tanh(\u03b8x + c) V; naive direction D = \u2212\u2207out2 "
-                  "(G = [0, \u22121])", fontsize=11, style="italic")
-    return fig
 
 
 #: The dense-Jacobian way, for comparison only: not a fix, so not in PALETTE.

@@ -10,6 +10,7 @@ import re
 import matplotlib
 import numpy as np
 from matplotlib.collections import LineCollection
+from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 from .axes import drift_text, exact
@@ -18,7 +19,7 @@ from .style import (HATCHES, OUT_COLOURS, PALETTE, SETUP_LABELS, STAGE_CMAP, fix
 
 
 @styled
-def step_effect(effect, axes=None):
+def step_effect(effect, axes=None, brief=False):
     """out1 and out2 per sample before and after a naive step with G = [0, -1], on any setup
     (tutorial 02 draws the visible one; :func:`seed_problem` is this figure on the seed setup).
 
@@ -26,7 +27,8 @@ def step_effect(effect, axes=None):
     (n, 2), ``lr`` and ``ratio``. Three panels: out2 before -> after; out1 before -> after on its own,
     zoomed, scale; and |change| of both on one log scale, where out1's drift, though smaller
     (thousands of times on the seed setup, about five times on the visible one), is plainly not
-    zero. ``axes``: three Axes, or None.
+    zero. ``axes``: three Axes, or None. ``brief`` (for a slide, in larger type): the notes at
+    the top of the first two panels become a legend and a line of the title.
     """
     def make():
         fig = new_figure(12.0, 4.8)
@@ -50,11 +52,18 @@ def step_effect(effect, axes=None):
         lo, hi = min(before[:, k].min(), after[:, k].min()), max(before[:, k].max(), after[:, k].max())
         a.set_ylim(lo - 0.08 * (hi - lo), hi + 0.3 * (hi - lo))     # room for the notes on top
     worst = int(np.argmax(np.abs(delta[:, 0])))
-    axes[1].text(0.5, 0.97, f"max |\u0394out1| = {sci(abs(delta[worst, 0]))} (sample {worst})",
-                 transform=axes[1].transAxes, ha="center", va="top", fontsize=11)
+    most = f"max |\u0394out1| = {sci(abs(delta[worst, 0]))} (sample {worst})"
     axes[1].ticklabel_format(axis="y", style="plain", useOffset=False)
-    axes[0].text(0.5, 0.97, "open: before    filled: after the step", transform=axes[0].transAxes,
-                 ha="center", va="top", fontsize=11)
+    if brief:
+        axes[1].set_title(f"out1: asked to stay \u2014 moves\n{most}")
+        colour = OUT_COLOURS["out2"]
+        axes[0].legend(handles=[Line2D([], [], ls="", marker="o", mfc="white", mec=colour, label="before"),
+                                Line2D([], [], ls="", marker="o", color=colour, label="after the step")],
+                       loc="upper center", ncols=2, handletextpad=0.1, columnspacing=0.8)
+    else:
+        axes[1].text(0.5, 0.97, most, transform=axes[1].transAxes, ha="center", va="top", fontsize=11)
+        axes[0].text(0.5, 0.97, "open: before    filled: after the step", transform=axes[0].transAxes,
+                     ha="center", va="top", fontsize=11)
 
     a = axes[2]
     for k, marker in [(0, "o"), (1, "s")]:
@@ -135,8 +144,9 @@ def _pack_layers(names):
 _MIN_CELLS = 3.4
 
 
-def _heatmap(ax, name, value, formula, n_rows, zeroed=None):
+def _heatmap(ax, name, value, formula, n_rows, zeroed=None, brief=False):
     """One stage as a heatmap on its own symmetric colour scale; exact zeros written as 0.
+    Titled with its name, formula and shape, its largest |entry| below; ``brief``: its name only.
 
     Every panel spans ``n_rows`` cells of height and at least ``_MIN_CELLS`` of width, so with
     equal aspect every cell of every panel has the same size and the shapes compare at a glance.
@@ -159,13 +169,16 @@ def _heatmap(ax, name, value, formula, n_rows, zeroed=None):
     ax.set_ylim(n_rows + 0.3, -0.5)              # top-aligned, rows downwards as printed
     ax.set_aspect("equal")
     ax.set_axis_off()
+    if brief:
+        ax.set_title(name, fontsize=11)
+        return
     ax.text(cols / 2 - 0.5, rows - 0.5 + 0.15, f"|max| {top:.2g}", ha="center", va="top",
             fontsize=10, color="0.3")
     ax.set_title(f"{name} = {formula}\n{tuple(value.shape)}", fontsize=11)
 
 
 @styled
-def backprop_stages(result, zeroed=None, forward=False, axes=None, title=None):
+def backprop_stages(result, zeroed=None, forward=False, axes=None, title=None, brief=False):
     """Every backward stage (and, with ``forward=True``, every forward stage) as a heatmap.
 
     Parameters
@@ -180,6 +193,9 @@ def backprop_stages(result, zeroed=None, forward=False, axes=None, title=None):
     axes : one Axes per stage drawn (forward first), or None for a new figure.
     title : str or None
         The takeaway; ``figures`` passes the one for the seed network and G = [0, -1].
+    brief : bool
+        Title each panel with its stage's name only, with no largest |entry| below (for a
+        slide, whose type is larger).
 
     Panels read left to right in the order the stages are computed (a deep network's backward
     stages wrap onto more rows, a layer never split across two). Each has its own colour
@@ -207,7 +223,7 @@ def backprop_stages(result, zeroed=None, forward=False, axes=None, title=None):
         return fig, made
     fig, axes = take_axes(axes, sum(len(r) for r in rows), make)
     for ax, name in zip(axes, [n for row in rows for n in row]):
-        _heatmap(ax, name, stages[name], board(result["formulas"][name]), n_rows, zeroed)
+        _heatmap(ax, name, stages[name], board(result["formulas"][name]), n_rows, zeroed, brief)
     if zeroed:
         handles = []
         for fix in zeroed:
