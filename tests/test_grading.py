@@ -369,15 +369,17 @@ def test_the_gradebook_of_a_folder_mixing_right_wrong_and_hostile_files(tmp_path
     (folder / "carol.py").write_text((HOSTILE / "exit_at_import.py").read_text())
     (folder / "dave.py").write_text((HOSTILE / "uses_the_package.py").read_text())
     (folder / "erin.py").write_text((SOLUTIONS / "03_freeze.py").read_text())
-    (folder / "helpers.py").write_text("def helper():\n    return 1\n")      # not a submission
+    (folder / "_helpers.py").write_text("def helper():\n    return 1\n")     # not a submission
     book = tmp_path / "book.csv"
     out, err = io.StringIO(), io.StringIO()
     status = grading.main([folder], out=out, progress=err, gradebook=book, time_limit=LIMIT_S)
     assert status == 2                            # carol's file cannot be graded
     rows = list(csv.DictReader(book.open()))
     by_file = {Path(r["file"]).name: r for r in rows}
-    assert list(by_file) == ["01_layer_backward_bob.py", "alice_01.py", "carol.py", "dave.py", "erin.py"]
-    assert list(rows[0])[:4] == ["file", "exercise", "passed", "total"]
+    assert list(by_file) == ["01_layer_backward_bob.py", "_helpers.py", "alice_01.py", "carol.py",
+                             "dave.py", "erin.py"]
+    assert by_file["_helpers.py"]["note"] == "a helper module (its name starts with _): not graded"
+    assert list(rows[0])[:6] == ["file", "exercise", "score", "max_score", "passed", "total"]
     functions01 = list(grading.EXERCISES["01_layer_backward"][1])
     assert [by_file["alice_01.py"][f] for f in functions01] == ["PASS"] * 3
     # passed and total count the functions and the predictions: 3 + 2
@@ -393,8 +395,9 @@ def test_the_gradebook_of_a_folder_mixing_right_wrong_and_hostile_files(tmp_path
     assert by_file["erin.py"]["exercise"] == "03_freeze" and by_file["erin.py"]["passed"] == "4"
     assert by_file["erin.py"]["sigmoid_backward"] == ""
     summary = out.getvalue().splitlines()
-    assert len(summary) == 5 and summary[1].endswith("alice_01.py: 01_layer_backward: 5 of 5 pass")
-    assert err.getvalue().count("check: [") == 5 and "gradebook of 5 files written" in err.getvalue()
+    assert len(summary) == 6 and summary[2].endswith("alice_01.py: 01_layer_backward: 5 of 5 pass")
+    assert summary[1].endswith("_helpers.py: a helper module (its name starts with _): not graded")
+    assert err.getvalue().count("check: [") == 5 and "gradebook of 6 rows (5 files graded" in err.getvalue()
 
 
 @pytest.mark.slow

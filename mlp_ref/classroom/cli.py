@@ -90,15 +90,39 @@ def cmd_figures(args):
     return 0
 
 
+#: --time-limit's range (seconds per function): below a tenth of a second not even a right answer
+#: comes back over the pipe; above a day it is no limit (and the child's CPU limit, a few times
+#: it, must stay a whole number the system takes)
+TIME_LIMITS = (0.1, 86400.0)
+
+
 def positive_seconds(text):
-    """A number of seconds above 0 and finite (--time-limit)."""
+    """A number of seconds in TIME_LIMITS (--time-limit)."""
+    low, high = TIME_LIMITS
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not 0 < value < math.inf:                 # False for NaN too
-        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
+    if not low <= value <= high:                 # False for NaN too
+        raise argparse.ArgumentTypeError(f"expected seconds from {low:g} to {high:g} (a day), "
+                                         f"got {text!r}")
     return value
+
+
+def points_option(text):
+    """--points NAME=N: the points of a function or prediction (any exercise's), or of every
+    ``function`` or every ``prediction``; N a number from 0 to 1000."""
+    name, _, value = text.partition("=")
+    names = {"function", "prediction"} | {item for e in grading.EXERCISES for item in grading.graded(e)}
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if name not in names or not 0 <= number <= 1000:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=N, NAME a function or prediction of an exercise (or 'function' or "
+            f"'prediction' for every one) and N from 0 to 1000, got {text!r}")
+    return name, number
 
 
 def cmd_animate(args):
@@ -121,9 +145,15 @@ def cmd_slides(args):
 
 def cmd_check(args):
     """Grade exercises of tutorials/exercises, one file or a class (see mlp_ref/classroom/grading/)."""
-    if args.gradebook is not None:
-        atomic.check_target("--gradebook", args.gradebook)   # before the class is graded
-    return grading.main(args.files, gradebook=args.gradebook, time_limit=args.time_limit)
+    try:                                           # every target before the class is graded
+        students = grading.gradebook_rows.read_roster(args.roster) if args.roster else None
+        grading.check_targets(args.gradebook, args.feedback, args.lms, students)
+    except grading.gradebook_rows.RosterProblem as problem:
+        print(problem, file=sys.stderr)
+        return 2
+    return grading.main(args.files, gradebook=args.gradebook, time_limit=args.time_limit,
+                        feedback=args.feedback, roster=students, lms=args.lms,
+                        points=dict(args.points))
 
 
 def cmd_bench(args):
@@ -259,9 +289,21 @@ def build_parser():
     p.add_argument("files", type=path, nargs="+", metavar="file",
                    help="exercise files, or folders of them (a class's submissions)")
     p.add_argument("--gradebook", metavar="CSV", type=path,
-                   help="write one row per file: file, exercise, passed, total, a column per function")
+                   help="write one row per file (and per roster student): score, max_score, a "
+                        "column per function and prediction, the reason of a file not graded")
+    p.add_argument("--feedback", metavar="DIR", type=path,
+                   help="write each submission's report into DIR, named after it (alice_01.md)")
+    p.add_argument("--roster", metavar="CSV", type=path,
+                   help="the class: columns student,file (a name or a glob), and the LMS's ids")
+    p.add_argument("--lms", nargs=2, action="append", default=[], metavar=("SYSTEM", "CSV"),
+                   help="also write SYSTEM's import CSV (canvas, moodle or brightspace; needs --roster)")
+    p.add_argument("--points", type=points_option, action="append", default=[], metavar="NAME=N",
+                   help=f"points of a function or prediction, or of every 'function' (default "
+                        f"{grading.answers.FUNCTION_POINTS:g}) or 'prediction' (default "
+                        f"{grading.answers.PREDICTION_POINTS:g})")
     p.add_argument("--time-limit", type=positive_seconds, default=grading.TIME_LIMIT, metavar="SECONDS",
-                   help=f"seconds each function may run (default {grading.TIME_LIMIT:g})")
+                   help=f"seconds each function may run (default {grading.TIME_LIMIT:g}, from "
+                        f"{TIME_LIMITS[0]:g} to {TIME_LIMITS[1]:g})")
     p = sub.add_parser("continual-table", help=COMMANDS["continual-table"][1])
     p.add_argument("--json", metavar="FILE", type=path, help="also write R, ACC and BWT as JSON into FILE")
     return parser

@@ -1029,3 +1029,26 @@ PREDICTIONS = {
         "PREDICT_GAIN_FRACTION": predicted_number(_gain_fraction, 0.1, "out2's column of W2 and b2 "
                                                   "are free, and most of the hidden layers' freedom too")},
 }
+
+#: Points of a graded item in the gradebook's score: a function is worth more than a prediction
+#: (it is the work; a prediction is a sentence of thought). ``POINTS`` gives an exercise's own,
+#: where one item is worth more (exercise 10's project is one function); a teacher changes any of
+#: them with ``check --points NAME=N`` (a function or prediction's name, or ``function`` /
+#: ``prediction`` for every one).
+FUNCTION_POINTS, PREDICTION_POINTS = 2.0, 1.0
+POINTS = {"10_memory_project": {"hold_on_memory": 6.0}}
+
+
+def points(exercise, item, overrides=None):
+    """The points ``item`` (a function or a prediction of ``exercise``) is worth: ``overrides``
+    (name -> points: an item's name, or "function" / "prediction") first, then POINTS, then the
+    default of its kind."""
+    overrides = overrides or {}
+    kind = "prediction" if item in PREDICTIONS.get(exercise, {}) else "function"
+    if item in overrides:
+        return float(overrides[item])
+    if item in POINTS.get(exercise, {}):
+        return POINTS[exercise][item]
+    if kind in overrides:
+        return float(overrides[kind])
+    return PREDICTION_POINTS if kind == "prediction" else FUNCTION_POINTS
