@@ -21,6 +21,7 @@ from ..resources import PROJECTION_COST_PATH
 from ..setups import G_QUESTION, N_PROBE, seed_setup
 from . import animations, deck, explorable, grading, report
 from .figures import FIGURES, FORMATS, write_all
+from .grading import gradescope
 from .tutorial import show_params, show_stages
 
 #: table --steps at most: 10,000 steps of every rule on both setups take about 3 minutes
@@ -156,6 +157,20 @@ def cmd_check(args):
                         points=dict(args.points))
 
 
+def cmd_gradescope(args):
+    """Build Gradescope's autograder zip of one exercise (see mlp_ref/classroom/grading/gradescope.py)."""
+    atomic.check_target("--out", args.out)            # before the wheel is built
+    try:
+        names = gradescope.build(args.exercise, args.out, args.time_limit,
+                                 log=lambda line: print(line, file=sys.stderr, flush=True))
+    except gradescope.BuildProblem as problem:
+        print(f"gradescope: {problem}", file=sys.stderr)
+        return 1
+    print(f"gradescope: wrote {args.out} ({', '.join(names)}); upload it as the autograder of "
+          f"a programming assignment", file=sys.stderr)
+    return 0
+
+
 def cmd_bench(args):
     """Time a training step, its matmuls, and each fix's cost (see mlp_ref/fast/bench.py)."""
     if args.json is not None:
@@ -237,6 +252,7 @@ COMMANDS = {
     "explore": (cmd_explore, "the question, explorable: a window (or --html FILE.html, a static page)"),
     "slides": (cmd_slides, "the deck for the 90-minute class as a PDF (--out FILE.pdf), speaker notes beside it"),
     "check": (cmd_check, "grade your answer to an exercise: check tutorials/exercises/01_....py"),
+    "gradescope": (cmd_gradescope, "build Gradescope's autograder zip for one exercise: gradescope 07_gram_trick"),
     "continual-table": (cmd_continual_table, "the field's table: EWC, A-GEM, GPM, projection on permuted digits"),
 }
 
@@ -304,6 +320,13 @@ def build_parser():
     p.add_argument("--time-limit", type=positive_seconds, default=grading.TIME_LIMIT, metavar="SECONDS",
                    help=f"seconds each function may run (default {grading.TIME_LIMIT:g}, from "
                         f"{TIME_LIMITS[0]:g} to {TIME_LIMITS[1]:g})")
+    p = sub.add_parser("gradescope", help=COMMANDS["gradescope"][1])
+    p.add_argument("exercise", choices=list(grading.EXERCISES), metavar="EXERCISE",
+                   help=f"the exercise the assignment grades: {', '.join(grading.EXERCISES)}")
+    p.add_argument("--out", metavar="ZIP", type=path, default="autograder.zip",
+                   help="the zip to upload (default: autograder.zip)")
+    p.add_argument("--time-limit", type=positive_seconds, default=grading.TIME_LIMIT, metavar="SECONDS",
+                   help=f"seconds each function may run (default {grading.TIME_LIMIT:g})")
     p = sub.add_parser("continual-table", help=COMMANDS["continual-table"][1])
     p.add_argument("--json", metavar="FILE", type=path, help="also write R, ACC and BWT as JSON into FILE")
     return parser

@@ -122,10 +122,9 @@ def exercise_of(source, path, syntax_first=False):
     name = None
     try:
         tree = ast.parse(source)
-    except SyntaxError as exc:
+    except SyntaxError:
         if syntax_first:
-            where = f" at line {exc.lineno}" if exc.lineno else ""
-            raise FileProblem(f"syntax error{where}: {exc.msg}") from None
+            _syntax(source)
         tree = None
     except (ValueError, RecursionError, MemoryError):
         tree = None
@@ -142,6 +141,17 @@ def exercise_of(source, path, syntax_first=False):
         raise FileProblem("the file is empty: no exercise to grade")
     raise FileProblem(f"not one of the exercises: expected EXERCISE = one of {list(EXERCISES)}, "
                       f"got {reprlib.repr(name)}")
+
+
+def _syntax(source):
+    """FileProblem for source that does not parse: its line (when Python gives one) and why."""
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        where = f" at line {exc.lineno}" if exc.lineno else ""
+        raise FileProblem(f"syntax error{where}: {exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError):
+        pass                                      # the child says what it makes of it
 
 
 def _utf8_name(path):
@@ -162,17 +172,25 @@ def _keep_out(path):
     return None if inside else str(SOLUTIONS)
 
 
-def grade_file(path, time_limit=TIME_LIMIT, memory_limit=MEMORY_LIMIT, isolate=True):
+def grade_file(path, time_limit=TIME_LIMIT, memory_limit=MEMORY_LIMIT, isolate=True, exercise=None):
     """Grade one file: a Result with a Verdict per function and per prediction, or a problem.
 
-    ``isolate=False`` runs the file in this process (the project's tests of the feedback; no
-    limits, no tripwires): never for a file you did not write.
+    ``exercise``: grade it as that exercise (Gradescope's assignment), whatever its name; a file
+    whose EXERCISE names another is refused. ``isolate=False`` runs the file in this process
+    (the project's tests of the feedback; no limits, no tripwires): never for a file you did not
+    write.
     """
-    result = Result(str(path))
+    result = Result(str(path), exercise or "")
     try:
         _utf8_name(path)
         source = read_source(path)
-        result.exercise = exercise_of(source, path, syntax_first=True)
+        if exercise is None:
+            result.exercise = exercise_of(source, path, syntax_first=True)
+        else:
+            _syntax(source)
+            named = recognised_exercise(source, path)
+            if named not in (None, exercise):
+                raise FileProblem(f"this assignment is exercise {exercise}; the file answers {named}")
     except FileProblem as problem:
         result.problem = str(problem)
         return result
@@ -331,7 +349,7 @@ def collect(paths):
         for f in files:
             relative = str(f.relative_to(p))
             helper = ""
-            if sources[f] is not None and _exercise_or_none(sources[f], f) is None:
+            if sources[f] is not None and recognised_exercise(sources[f], f) is None:
                 if f.stem.startswith("_"):
                     helper = "a helper module (its name starts with _): not graded"
                 elif f.stem in imported and imported[f.stem] != f:
@@ -358,7 +376,8 @@ def _imports(source):
     return names
 
 
-def _exercise_or_none(source, path):
+def recognised_exercise(source, path):
+    """The exercise ``exercise_of`` recognises in a file, or None."""
     try:
         return exercise_of(source, path)
     except FileProblem:
