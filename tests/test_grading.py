@@ -89,6 +89,11 @@ MISTAKES = {
 }
 
 
+#: Exercise 07: the student's Gram from the factors, and the solution's J1 D
+GRAM_LINE = "    G = sum((S[l] @ S[l].T) * (A[l] @ A[l].T + 1.0) for l in A)\n"
+JVP_LINE = '    return sum(np.sum(S[l] * (A[l] @ D[f"W{l}"] + D[f"b{l}"]), axis=1) for l in A)\n'
+
+
 #: One or two real mistakes per new exercise (06-10), and a wrong prediction: each fails, and
 #: says what the check found.
 MISTAKES.update({
@@ -108,10 +113,43 @@ MISTAKES.update({
         ["PREDICT_NAIVE_DRIFT_ORDER   FAIL  you predicted 2; the run says ", "1 of 2 predictions right."]),
     "J1^T alpha without the bias's sum": (
         "07_gram_trick", 'D[f"b{l}"] = weighted.sum(axis=0)', 'D[f"b{l}"] = 0 * weighted.sum(axis=0)',
-        ["vjp_out1  FAIL  J1^T alpha (seed): yours is J1^T alpha with the bias's sum left out"]),
+        ["vjp_out1  FAIL  stage J1^T alpha (seed): yours is J1^T alpha with the bias's sum left out"]),
     "J1 D without the bias": (
         "07_gram_trick", '(A[l] @ D[f"W{l}"] + D[f"b{l}"])', '(A[l] @ D[f"W{l}"])',
-        ["jvp_out1  FAIL  stage J1 D (seed): worst entry"]),
+        ["jvp_out1  FAIL  stage J1 D (seed): yours is J1 D without the biases' part"]),
+    # exercise 07's mistakes, written as a student would (issue 38): each one named
+    "alpha * S[l]: one weight per row broadcast along the columns": (
+        "07_gram_trick", "weighted = alpha[:, None] * S[l]", "weighted = alpha * S[l]",
+        ["vjp_out1  ERROR stage weighted: raised ValueError (line ",
+         "hint: alpha (8,) * S[l] (8, 4) do not broadcast: alpha has one entry per row, and a vector "
+         "lines up with the last axis (the columns): alpha[:, None] makes it a column"]),
+    "a transpose too many in J1 D": (
+        "07_gram_trick", '(A[l] @ D[f"W{l}"] + D[f"b{l}"])', '(A[l] @ D[f"W{l}"].T + D[f"b{l}"])',
+        ["jvp_out1  ERROR raised ValueError (line ",
+         "hint: A[l] (8, 3) @ D[f'W{l}'].T (4, 3): the inner sizes differ (3 and 4); A[l] @ D[f'W{l}']?"]),
+    "the outer product's factors swapped": (
+        "07_gram_trick", 'D[f"W{l}"] = A[l].T @ weighted', 'D[f"W{l}"] = weighted.T @ A[l]',
+        ["vjp_out1  FAIL  stage J1^T alpha (seed): yours is S_l^T (alpha A_l) for W_l: the outer "
+         "product's factors swapped", "hint: W_l = A_l.T @ (alpha[:, None] * S_l)"]),
+    "alpha left out of J1^T alpha": (
+        "07_gram_trick", "weighted = alpha[:, None] * S[l]", "weighted = S[l]",
+        ["vjp_out1  FAIL  stage J1^T alpha (seed): yours is J1^T 1: alpha left out"]),
+    "the Gram's inverse in J1^T alpha": (
+        "07_gram_trick", "    D = {}\n", GRAM_LINE + "    alpha = np.linalg.solve(G, alpha)\n    D = {}\n",
+        ["vjp_out1  FAIL  stage J1^T alpha (seed): yours is J1^T (J1 J1^T)^-1 alpha: the Gram's "
+         "inverse belongs to the projection", "hint: J1^T alpha is a product, no solve"]),
+    "the Gram's inverse in J1 D": (
+        "07_gram_trick", JVP_LINE, GRAM_LINE + JVP_LINE.replace("return sum(", "return np.linalg.solve(G, sum(")
+        .replace("for l in A)", "for l in A))"),
+        ["jvp_out1  FAIL  stage J1 D (seed): yours is (J1 J1^T)^-1 J1 D: the Gram's inverse belongs"]),
+    "a matrix product where each row needs its own dot product": (
+        "07_gram_trick", 'np.sum(S[l] * (A[l] @ D[f"W{l}"] + D[f"b{l}"]), axis=1)',
+        '(A[l] @ D[f"W{l}"] + D[f"b{l}"]) @ S[l].T',
+        ["jvp_out1  FAIL  stage J1 D (seed): shape (8, 8), expected (8,): a matrix product"]),
+    "a sum over the rows too": (
+        "07_gram_trick", 'D[f"b{l}"]), axis=1)', 'D[f"b{l}"]))',
+        ["jvp_out1  FAIL  stage J1 D (seed): one number, expected one per row (8,): the sum ran "
+         "over the rows too", "hint: np.sum(..., axis=1)"]),
     "span projection of out2's column too": (
         "08_span_projection", "cols = slice(None) if l < net.depth else [0]", "cols = slice(None)",
         ["span_project   FAIL  D: yours is every output column projected in the output layer"]),
@@ -453,3 +491,53 @@ def test_the_teachers_ctrl_c_stops_the_grader_not_a_student(tmp_path):
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, (out, err)
     assert out == "check: stopped (Ctrl-C) after 0 of 1 files\n" and "Traceback" not in err
+
+
+#: Exercise 07 answered through the dense J1 it forbids, as a student would build it (one
+#: backward pass per row, flattened by hand: jacobian.flatten is not the exercise's to call)
+DENSE_07 = '''
+def dense_J1(net, X):
+    e1 = np.zeros((1, net.sizes[-1]))
+    e1[0, 0] = 1.0
+    rows = []
+    for i in range(len(X)):
+        g = net.gradient(X[i:i + 1], e1)
+        rows.append(np.concatenate([g[k].ravel() for k in net.params]))
+    return np.array(rows)
+
+
+def jvp_out1(net, X, D):
+    return dense_J1(net, X) @ np.concatenate([D[k].ravel() for k in net.params])
+
+
+def vjp_out1(net, X, alpha):
+    flat = dense_J1(net, X).T @ alpha
+    D, start = {}, 0
+    for k, v in net.params.items():
+        D[k] = flat[start:start + v.size].reshape(v.shape)
+        start += v.size
+    return D
+'''
+
+
+def test_exercise_07s_networks_hold_a_J1_larger_than_the_childs_memory():
+    from mlp_ref.classroom.grading import answers, runner
+    net, X, _, _ = answers._no_dense_setup()
+    assert len(X) * net.n_params * 8 > runner.MEMORY_LIMIT
+    assert list(net.sizes) == list(answers.NO_DENSE_SIZES)
+
+
+@pytest.mark.slow
+def test_the_dense_J1_that_exercise_07_forbids_is_named(tmp_path):
+    """Right on the small networks, the dense route cannot build J1 on the large one: both
+    functions fail there, and the hint says J1 is never to be built."""
+    text = (SOLUTIONS / "07_gram_trick.py").read_text()
+    start = text.index("def jvp_out1")
+    path = tmp_path / "07_gram_trick.py"
+    path.write_text(text[:start] + DENSE_07.lstrip())
+    result = grading.grade_file(path, time_limit=20)
+    text = grading.report(result)
+    for function in ("jvp_out1", "vjp_out1"):
+        v = next(v for v in result.verdicts if v.function == function)
+        assert v.status in ("ERROR", "FAIL") and "J1 holds 3.1e+08 numbers (2.3 GiB)" in v.hint, text
+        assert "never J1" in v.hint

@@ -587,6 +587,78 @@ def _random_direction(net, seed_):
     return {k: rng.normal(size=v.shape) for k, v in net.params.items()}
 
 
+#: A network and batch on which J1 does not fit in the child's memory: n P float64 numbers are
+#: 2.3 GiB, more than the 2 GiB address space a submission runs in (runner.MEMORY_LIMIT), while
+#: the per-layer factors A_l and S_l take 6 MiB each. The route exercise 07 asks for takes well
+#: under a second there; the dense J1 cannot be built.
+NO_DENSE_SIZES, NO_DENSE_ROWS = (3, 384, 384, 2), 2048
+
+#: The relative distance (to the largest entry of a usual mistake) within which an answer that
+#: fails is named as that mistake: far above the error of any route to it, even through the seed
+#: network's Gram (eps cond(J1 J1^T) = 5e-5), and far below the distance between two mistakes.
+NAMED = 1e-3
+
+
+@functools.lru_cache(maxsize=None)
+def _no_dense_setup():
+    net = MLP(list(NO_DENSE_SIZES), hidden="sigmoid", output="identity")
+    rng = _rng(13)
+    for k, v in net.params.items():
+        v[...] = rng.normal(0, 1 / np.sqrt(v.shape[0]), v.shape)
+    X = rng.normal(size=(NO_DENSE_ROWS, NO_DENSE_SIZES[0]))
+    return net, X, _random_direction(net, 14), rng.normal(size=NO_DENSE_ROWS)
+
+
+def _never_dense(call, what):
+    """Run ``call`` on the network where J1 does not fit (``_no_dense_setup``); a failure there
+    (a MemoryError, the time limit) gets the hint that J1 is never to be built."""
+    net, X, D, alpha = _no_dense_setup()
+    n = len(X)
+    hint = (f"on {n} rows of a {'-'.join(map(str, NO_DENSE_SIZES))} network ({net.n_params:,} "
+            f"parameters) J1 holds {n * net.n_params:.1e} numbers ({n * net.n_params * 8 / 2 ** 30:.1f} "
+            f"GiB), more than your code may use: {what} from the factors A_l and S_l, never J1")
+    try:
+        return call(net.copy(), X.copy(), {k: v.copy() for k, v in D.items()}, alpha.copy()), net, X, D, alpha
+    except Exception as exc:                      # noqa: BLE001 - what the call raised, with a hint
+        if hasattr(exc, "hint"):
+            exc.hint = hint
+        raise
+
+
+def _as_array(x):
+    try:
+        return np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        return None
+
+
+def _name_mistake(stage, theirs, variants):
+    """Raise Wrong naming the usual mistake ``theirs`` is, if any: ``variants`` are (what, the
+    mistake's answer (an array, or a dict like params), hint), each matched entry by entry within
+    NAMED of its largest entry."""
+    for what, variant, hint in variants:
+        if isinstance(variant, dict):
+            same = isinstance(theirs, dict) and set(theirs) == set(variant) and all(
+                _close(_as_array(theirs[k]), variant[k]) for k in variant)
+        else:
+            same = _close(_as_array(theirs), variant)
+        if same:
+            raise Wrong(f"stage {stage}: yours is {what}", hint)
+
+
+def _close(theirs, variant):
+    variant = np.asarray(variant, dtype=float)
+    if theirs is None or theirs.shape != variant.shape or not np.all(np.isfinite(theirs)):
+        return False
+    with np.errstate(all="ignore"):
+        return bool(max_abs(theirs - variant) <= NAMED * max(max_abs(variant), 1e-300)) if variant.size else True
+
+
+def _gram_inverse(J, v):
+    """(J1 J1^T)^-1 v, the Gram's inverse applied where no Gram belongs (the projection's step)."""
+    return np.linalg.lstsq(J @ J.T, v, rcond=None)[0]
+
+
 def check_jvp_out1(fn):
     for name, net, X, _ in _setups_04():
         D = _random_direction(net, 7)
@@ -594,8 +666,42 @@ def check_jvp_out1(fn):
         before = {k: v.copy() for k, v in net.params.items()}
         got = fn(net, X, {k: v.copy() for k, v in D.items()})
         rule(_unchanged(net, before), "net must not change", "read the parameters; do not step")
-        compare(f"J1 D ({name})", got, J @ flat(D), "row i = sum over l of S_l[i] . (A_l[i] @ D_W_l "
+        ours, n = J @ flat(D), len(X)
+        no_bias = J @ flat({k: (v if k.startswith("W") else np.zeros_like(v)) for k, v in D.items()})
+        theirs = _as_array(got)
+        if theirs is not None and theirs.shape == (n, n):
+            raise Wrong(f"stage J1 D ({name}): shape ({n}, {n}), expected ({n},): a matrix product "
+                        f"(A_l D_W_l + D_b_l) @ S_l.T pairs every row with every other",
+                        "row i needs only its own dot product: np.sum(S_l * (A_l @ D_W_l + D_b_l), axis=1)")
+        if theirs is not None and theirs.size == 1 and n > 1:
+            raise Wrong(f"stage J1 D ({name}): one number, expected one per row ({n},): the sum "
+                        f"ran over the rows too", "np.sum(..., axis=1): a sum over each row's units only")
+        _name_mistake(f"J1 D ({name})", got, [
+            ("(J1 J1^T)^-1 J1 D: the Gram's inverse belongs to the projection's alpha, not to J1 D",
+             _gram_inverse(J, ours), "J1 D is a product, no solve: row i = sum over l of S_l[i] . "
+             "(A_l[i] @ D_W_l + D_b_l)"),
+            ("J1 D without the biases' part", no_bias, "add D_b_l to A_l @ D_W_l: the bias's "
+             "column of J1 is S_l itself")])
+        compare(f"J1 D ({name})", got, ours, "row i = sum over l of S_l[i] . (A_l[i] @ D_W_l "
                 "+ D_b_l)", tol=1e-9, scale=max_abs(np.abs(J) @ np.abs(flat(D))))
+    got, net, X, D, _ = _never_dense(lambda net, X, D, alpha: fn(net, X, D), "J1 D")
+    JD, JD_scale, _, _ = _no_dense_answers()
+    compare(f"J1 D ({len(X)} rows)", got, JD, "the same route as on the small networks", tol=1e-9,
+            scale=JD_scale)
+
+
+@functools.lru_cache(maxsize=None)
+def _no_dense_answers():
+    """J1 D and J1^T alpha on ``_no_dense_setup``'s network, each with the scale of its round-off:
+    sum_j |J1_ij| |D_j| (and |J1|^T |alpha|), whatever the order of the sums, from the same
+    factors with |A_l| and |S_l|."""
+    net, X, D, alpha = _no_dense_setup()
+    J1 = jacobian.OutputJacobian(net, X, keep=[0])
+    JD, JTa = J1.matvec(D), J1.rmatvec(alpha)
+    J1.inputs = {l: np.abs(a) for l, a in J1.inputs.items()}
+    J1.signals = {l: np.abs(s) for l, s in J1.signals.items()}
+    return (JD, max_abs(J1.matvec({k: np.abs(v) for k, v in D.items()})),
+            JTa, max_abs(flat(J1.rmatvec(np.abs(alpha)))))
 
 
 def check_vjp_out1(fn):
@@ -603,13 +709,27 @@ def check_vjp_out1(fn):
         alpha = _rng(8).normal(size=len(X))
         J = jacobian.dense_rows(net, X, keep=[0])
         ref = jacobian.unflatten(J.T @ alpha, net.params)
-        transposed = {k: v for k, v in ref.items()}
-        compare_dict(f"J1^T alpha ({name})", fn(net, X, alpha.copy()), ref,
+        got = fn(net, X, alpha.copy())
+        swapped = {k: (v.T if k.startswith("W") else v) for k, v in ref.items()}
+        _name_mistake(f"J1^T alpha ({name})", got, [
+            ("S_l^T (alpha A_l) for W_l: the outer product's factors swapped, W_l's gradient "
+             "transposed", swapped, "W_l = A_l.T @ (alpha[:, None] * S_l), shape (n_(l-1), n_l) "
+             "like W_l: the layer's input on the left"),
+            ("J1^T (J1 J1^T)^-1 alpha: the Gram's inverse belongs to the projection, not to J1^T alpha",
+             jacobian.unflatten(J.T @ _gram_inverse(J, alpha), net.params),
+             "J1^T alpha is a product, no solve: A_l.T @ (alpha[:, None] * S_l)"),
+            ("J1^T 1: alpha left out", jacobian.unflatten(J.T @ np.ones_like(alpha), net.params),
+             "weight row i of S_l by alpha[i]: alpha[:, None] * S_l"),
+            ("J1^T alpha with the bias's sum left out", {
+                k: (v if k.startswith("W") else np.zeros_like(v)) for k, v in ref.items()},
+             "b_l is the column sum of alpha[:, None] * S_l")])
+        compare_dict(f"J1^T alpha ({name})", got, ref,
                      "W_l: A_l.T @ (alpha[:, None] * S_l); b_l: (alpha[:, None] * S_l).sum(axis=0)",
-                     tol=1e-9, scale=max_abs(np.abs(J.T) @ np.abs(alpha)),
-                     variants=[("J1^T alpha with the bias's sum left out", {
-                         k: (v if k.startswith("W") else np.zeros_like(v)) for k, v in transposed.items()},
-                                "b_l is the column sum of alpha[:, None] * S_l")])
+                     tol=1e-9, scale=max_abs(np.abs(J.T) @ np.abs(alpha)))
+    got, net, X, _, alpha = _never_dense(lambda net, X, D, alpha: fn(net, X, alpha), "J1^T alpha")
+    _, _, JTa, JTa_scale = _no_dense_answers()
+    compare_dict(f"J1^T alpha ({len(X)} rows)", got, JTa, "the same route as on the small networks",
+                 tol=1e-9, scale=JTa_scale)
 
 
 # -- exercise 08: span projection --------------------------------------------------------------
