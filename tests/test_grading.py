@@ -541,3 +541,37 @@ def test_the_dense_J1_that_exercise_07_forbids_is_named(tmp_path):
         v = next(v for v in result.verdicts if v.function == function)
         assert v.status in ("ERROR", "FAIL") and "J1 holds 3.1e+08 numbers (2.3 GiB)" in v.hint, text
         assert "never J1" in v.hint
+
+
+#: Answers that meet a check without the work (issue 38): each must fail, and say where
+CHEATS = {
+    "exercise 10: out2's bias raised by hand, a history of zeros": (
+        "10_memory_project", '    ref = net(memory)[:, 0].copy()\n',
+        '    net.params[f"b{net.depth}"][1] += 1000\n    return [0.0] * steps\n',
+        "hold_on_memory  FAIL  stage net.params['W1'] after 20 steps: worst entry"),
+    "exercise 08: the frozen layers guessed from len(memory)": (
+        "08_span_projection", '    A = layer_inputs(net, memory)\n    return [l for l',
+        '    return [] if len(memory) < 8 else [1] if len(memory) < 16 else [1, 2]\n'
+        '    A = layer_inputs(net, memory)\n    return [l for l',
+        "frozen_layers  FAIL  rule: with a memory of 32 rows the frozen hidden layers are [], yours [1, 2]"),
+}
+
+
+@pytest.mark.parametrize("name", CHEATS)
+def test_an_answer_that_skips_the_work_fails(name, tmp_path):
+    exercise, right, wrong, said = CHEATS[name]
+    status, out = run(mistake(tmp_path, exercise, right, wrong), isolate=False)
+    assert status == 1 and said in out, out
+
+
+def test_the_frozen_layers_of_a_memory_are_not_a_function_of_its_rows():
+    """Two memories of 32 rows, three answers: only the ranks decide."""
+    from mlp_ref.classroom.grading import answers
+    net, memories = answers.frozen_layers_memories()
+    frozen = {}
+    for memory in memories:
+        record = net.forward(memory)
+        layers = tuple(l for l in range(1, net.depth) if np.linalg.matrix_rank(np.hstack(
+            [record.a[l - 1], np.ones((len(memory), 1))])) == net.sizes[l - 1] + 1)
+        frozen.setdefault(len(memory), set()).add(layers)
+    assert frozen[32] == {(), (2,), (1, 2)}

@@ -766,10 +766,20 @@ def _project_cols(net, g, memory):
     return U[:-1], U[-1]
 
 
-def check_frozen_layers(fn):
+def frozen_layers_memories():
+    """The memories check_frozen_layers asks about: the answer is the ranks', never a function of
+    the number of rows (two memories of 32 rows: 3 distinct rows repeated, and 32 rows on a
+    plane of the input space, whose first layer keeps a free direction)."""
     net, X_visible, _ = visible()
     probe = data.probe_inputs()
-    for memory in (X_visible[:2], X_visible, probe[:32]):
+    rng = _rng(15)
+    plane = probe[0] + rng.normal(size=(32, 2)) @ rng.normal(size=(2, 3))
+    return net, [X_visible[:2], X_visible, probe[:32], np.repeat(probe[:3], [11, 11, 10], axis=0), plane]
+
+
+def check_frozen_layers(fn):
+    net, memories = frozen_layers_memories()
+    for memory in memories:
         record = net.forward(memory)
         ref = [l for l in range(1, net.depth) if np.linalg.matrix_rank(np.hstack(
             [record.a[l - 1], np.ones((len(memory), 1))])) == net.sizes[l - 1] + 1]
@@ -892,6 +902,30 @@ def check_hold_on_memory(fn):
     naive = _naive_gain_10()
     rule(gain >= 0.5 * naive, f"target 2: out2 raised on X by at least half the naive gain "
          f"({0.5 * naive:.4g}): yours {gain:.4g}", "step along the projected gradient, lr as given")
+    # the recipe fixes the parameters it ends at: the reference run's, to round-off (no target
+    # can then be met by editing the network another way, out2's bias say)
+    final, bound = _reference_run_10()
+    for key in net.params:
+        compare(f"net.params[{key!r}] after {STEPS_10} steps", net.params[key], final[key],
+                "the docstring's recipe: a projected step along g, then restoring steps; nothing else "
+                "changes net", tol=bound, scale=1.0)
+
+
+@functools.lru_cache(maxsize=None)
+def _reference_run_10():
+    """The parameters after the recipe of hold_on_memory (fixes.project with J1 on the memory,
+    then fixes.restore), and how far another correct route may end from them: per step the
+    projection's round-off, 100 eps cond(J1) |g| lr (pinv is backward stable), plus what a
+    restore that stops at max |r| <= 1e-12 leaves, 1e-12 / sigma_min(J1); times the steps."""
+    net, X, memory = _setup_10()
+    s = np.linalg.svd(jacobian.dense_rows(net, memory, keep=[0]), compute_uv=False)
+    g = net.gradient(X, G_QUESTION)
+    bound = STEPS_10 * (100 * EPS * (s[0] / s[-1]) * max_abs(flat(g)) * LR_10 + 1e-12 / s[-1])
+    ref = net(memory)[:, 0].copy()
+    for _ in range(STEPS_10):
+        net.step(fixes.project(net, X, G_QUESTION, keep_X=memory), LR_10)
+        fixes.restore(net, memory, ref)
+    return {k: v.copy() for k, v in net.params.items()}, float(bound)
 
 
 @functools.lru_cache(maxsize=None)
