@@ -279,3 +279,19 @@ def test_a_class_in_one_command(tmp_path):
     assert (tmp_path / "feedback" / "carol.md").read_text().startswith("check: class/carol.py: the process")
     for system in gradebook.LMS:
         assert len(list(csv.reader((tmp_path / f"{system}.csv").open()))) == 1 + 4
+
+
+def test_the_numbers_the_guide_states_of_grading_a_class():
+    """tutorials/README.md: the points, the time limit's range, exercise 07's large network."""
+    from mlp_ref.classroom.grading import runner
+    guide = (ROOT / "tutorials" / "README.md").read_text()
+    assert (answers.FUNCTION_POINTS, answers.PREDICTION_POINTS) == (2, 1)
+    assert answers.POINTS == {"10_memory_project": {"hold_on_memory": 6}}
+    assert "A function is worth 2 points and a prediction 1 by default" in guide
+    assert "exercise 10's project `hold_on_memory` 6" in guide
+    assert cli.TIME_LIMITS == (0.1, 86400) and "`--time-limit` takes 0.1 s to 86400 s (a\nday)" in guide
+    net, X, _, _ = answers._no_dense_setup()
+    size = len(X) * net.n_params * 8 / 2 ** 30
+    assert (f"{size:.1f}", runner.MEMORY_LIMIT / 2 ** 30, len(X)) == ("2.3", 2, 2048)
+    assert "a 3-384-384-2 network on 2048 rows, whose J₁ (2.3 GiB) does not fit in the child's 2 GiB" in guide
+    assert len(answers.frozen_layers_memories()[1]) == 5 and "five memories, two of 32 rows" in guide
