@@ -228,7 +228,9 @@ def grade_file(path, time_limit=TIME_LIMIT, memory_limit=MEMORY_LIMIT, isolate=T
 def _verdict(function, check, submission):
     try:
         with np.errstate(all="ignore"):           # a student's overflow is a FAIL, not noise
-            check(submission.function(function))
+            fn = submission.function(function)
+            fn.memory_limited = submission.isolate    # a check of what fits in the child's memory
+            check(fn)
     except StudentProblem as problem:
         return Verdict(function, problem.status, problem.what, problem.hint)
     except Wrong as wrong:
