@@ -575,3 +575,39 @@ def test_the_frozen_layers_of_a_memory_are_not_a_function_of_its_rows():
             [record.a[l - 1], np.ones((len(memory), 1))])) == net.sizes[l - 1] + 1)
         frozen.setdefault(len(memory), set()).add(layers)
     assert frozen[32] == {(), (2,), (1, 2)}
+
+
+#: A submission's function that answers every call with its first answer: what a student who
+#: copies the answer of one run (the checks' inputs are seeded) would get
+REPLAY_FIRST = '''
+
+import copy as _copy
+import functools as _functools
+
+
+def _first(f):
+    seen = []
+
+    @_functools.wraps(f)
+    def replay(*args, **kwargs):
+        if not seen:
+            seen.append(f(*args, **kwargs))
+        return _copy.deepcopy(seen[0])
+    return replay
+
+
+{name} = _first({name})
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise, function", [(e, f) for e, (_, checks) in grading.EXERCISES.items()
+                                                for f in checks])
+def test_no_check_is_met_by_one_runs_answer(exercise, function, tmp_path):
+    """Every check asks more than one case (or compares what the function did to the network
+    with the reference run): the solution's own first answer, returned for every call, fails."""
+    path = tmp_path / f"{exercise}.py"
+    path.write_text((SOLUTIONS / f"{exercise}.py").read_text() + REPLAY_FIRST.format(name=function))
+    result = grading.grade_file(path, isolate=False)
+    verdict = next(v for v in result.verdicts if v.function == function)
+    assert verdict.status == "FAIL", grading.report(result)
