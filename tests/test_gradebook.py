@@ -88,6 +88,8 @@ def test_every_file_of_a_class_has_a_row_and_a_line_and_every_roster_student_a_r
         assert (row["score"], row["max_score"]) == ("0", f"{full:g}") and reason in row["note"], row
     assert "line None" not in out
     assert by_file["erin_01.py"]["exercise"] == ONE                 # graded; it imports a helper
+    assert by_file["erin_01.py"]["student"] == "" and "no roster line names this file" in by_file[
+        "erin_01.py"]["note"]
     for helper, why in [("my_helpers.py", "erin_01.py imports it"), ("_util.py", "starts with _")]:
         assert why in by_file[helper]["note"] and by_file[helper]["exercise"] == ""
     hana = [r for r in rows if r["student"] == "Hana"]
@@ -226,6 +228,14 @@ def test_a_bad_option_is_a_one_line_usage_error(argv, capsys, tmp_path):
     err = capsys.readouterr().err
     assert status == 2 and "Traceback" not in err and "check: [" not in err
     assert err.strip().splitlines()[-1].startswith(("mlp-ref check: error: argument", "--lms"))
+
+
+def test_gradescope_refuses_its_zip_before_building_the_wheel(capsys, tmp_path, monkeypatch):
+    from mlp_ref.classroom.grading import gradescope
+    monkeypatch.setattr(gradescope, "build_wheel", lambda *a, **k: pytest.fail("built before the check"))
+    status = cli.main(["gradescope", "07_gram_trick", "--out", str(tmp_path / "missing" / "a.zip")])
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("--out: folder") and "Traceback" not in err
 
 
 @pytest.mark.parametrize("option, target, said", [

@@ -186,6 +186,8 @@ def rows(graded_files, students=None, overrides=None):
             elif not result.exercise and only:
                 top = max_score(only, overrides)          # unrecognised: 0 of the class's exercise
         note = result.helper or result.problem
+        if students is not None and not owners and not result.helper:
+            note = "; ".join(filter(None, [note, "no roster line names this file"]))
         if len(owners) > 1:
             note = "; ".join(filter(None, [note, f"matched by {len(owners)} roster lines"]))
         for owner in owners or [None]:
