@@ -139,8 +139,9 @@ def exercise_of(source, path, syntax_first=False):
             return known
     if not source.strip():
         raise FileProblem("the file is empty: no exercise to grade")
-    raise FileProblem(f"not one of the exercises: expected EXERCISE = one of {list(EXERCISES)}, "
-                      f"got {reprlib.repr(name)}")
+    first, *_, last = EXERCISES
+    raise FileProblem(f"not one of the exercises: expected EXERCISE = one of {first!r} ... {last!r} "
+                      f"(or a file name that starts with one), got {reprlib.repr(name)}")
 
 
 def _syntax(source):
