@@ -89,6 +89,11 @@ MISTAKES = {
 }
 
 
+#: Exercise 07: the student's Gram from the factors, and the solution's J1 D
+GRAM_LINE = "    G = sum((S[l] @ S[l].T) * (A[l] @ A[l].T + 1.0) for l in A)\n"
+JVP_LINE = '    return sum(np.sum(S[l] * (A[l] @ D[f"W{l}"] + D[f"b{l}"]), axis=1) for l in A)\n'
+
+
 #: One or two real mistakes per new exercise (06-10), and a wrong prediction: each fails, and
 #: says what the check found.
 MISTAKES.update({
@@ -108,10 +113,43 @@ MISTAKES.update({
         ["PREDICT_NAIVE_DRIFT_ORDER   FAIL  you predicted 2; the run says ", "1 of 2 predictions right."]),
     "J1^T alpha without the bias's sum": (
         "07_gram_trick", 'D[f"b{l}"] = weighted.sum(axis=0)', 'D[f"b{l}"] = 0 * weighted.sum(axis=0)',
-        ["vjp_out1  FAIL  J1^T alpha (seed): yours is J1^T alpha with the bias's sum left out"]),
+        ["vjp_out1  FAIL  stage J1^T alpha (seed): yours is J1^T alpha with the bias's sum left out"]),
     "J1 D without the bias": (
         "07_gram_trick", '(A[l] @ D[f"W{l}"] + D[f"b{l}"])', '(A[l] @ D[f"W{l}"])',
-        ["jvp_out1  FAIL  stage J1 D (seed): worst entry"]),
+        ["jvp_out1  FAIL  stage J1 D (seed): yours is J1 D without the biases' part"]),
+    # exercise 07's mistakes, written as a student would (issue 38): each one named
+    "alpha * S[l]: one weight per row broadcast along the columns": (
+        "07_gram_trick", "weighted = alpha[:, None] * S[l]", "weighted = alpha * S[l]",
+        ["vjp_out1  ERROR stage weighted: raised ValueError (line ",
+         "hint: alpha (8,) * S[l] (8, 4) do not broadcast: alpha has one entry per row, and a vector "
+         "lines up with the last axis (the columns): alpha[:, None] makes it a column"]),
+    "a transpose too many in J1 D": (
+        "07_gram_trick", '(A[l] @ D[f"W{l}"] + D[f"b{l}"])', '(A[l] @ D[f"W{l}"].T + D[f"b{l}"])',
+        ["jvp_out1  ERROR raised ValueError (line ",
+         "hint: A[l] (8, 3) @ D[f'W{l}'].T (4, 3): the inner sizes differ (3 and 4); A[l] @ D[f'W{l}']?"]),
+    "the outer product's factors swapped": (
+        "07_gram_trick", 'D[f"W{l}"] = A[l].T @ weighted', 'D[f"W{l}"] = weighted.T @ A[l]',
+        ["vjp_out1  FAIL  stage J1^T alpha (seed): yours is S_l^T (alpha A_l) for W_l: the outer "
+         "product's factors swapped", "hint: W_l = A_l.T @ (alpha[:, None] * S_l)"]),
+    "alpha left out of J1^T alpha": (
+        "07_gram_trick", "weighted = alpha[:, None] * S[l]", "weighted = S[l]",
+        ["vjp_out1  FAIL  stage J1^T alpha (seed): yours is J1^T 1: alpha left out"]),
+    "the Gram's inverse in J1^T alpha": (
+        "07_gram_trick", "    D = {}\n", GRAM_LINE + "    alpha = np.linalg.solve(G, alpha)\n    D = {}\n",
+        ["vjp_out1  FAIL  stage J1^T alpha (seed): yours is J1^T (J1 J1^T)^-1 alpha: the Gram's "
+         "inverse belongs to the projection", "hint: J1^T alpha is a product, no solve"]),
+    "the Gram's inverse in J1 D": (
+        "07_gram_trick", JVP_LINE, GRAM_LINE + JVP_LINE.replace("return sum(", "return np.linalg.solve(G, sum(")
+        .replace("for l in A)", "for l in A))"),
+        ["jvp_out1  FAIL  stage J1 D (seed): yours is (J1 J1^T)^-1 J1 D: the Gram's inverse belongs"]),
+    "a matrix product where each row needs its own dot product": (
+        "07_gram_trick", 'np.sum(S[l] * (A[l] @ D[f"W{l}"] + D[f"b{l}"]), axis=1)',
+        '(A[l] @ D[f"W{l}"] + D[f"b{l}"]) @ S[l].T',
+        ["jvp_out1  FAIL  stage J1 D (seed): shape (8, 8), expected (8,): a matrix product"]),
+    "a sum over the rows too": (
+        "07_gram_trick", 'D[f"b{l}"]), axis=1)', 'D[f"b{l}"]))',
+        ["jvp_out1  FAIL  stage J1 D (seed): one number, expected one per row (8,): the sum ran "
+         "over the rows too", "hint: np.sum(..., axis=1)"]),
     "span projection of out2's column too": (
         "08_span_projection", "cols = slice(None) if l < net.depth else [0]", "cols = slice(None)",
         ["span_project   FAIL  D: yours is every output column projected in the output layer"]),
@@ -369,15 +407,17 @@ def test_the_gradebook_of_a_folder_mixing_right_wrong_and_hostile_files(tmp_path
     (folder / "carol.py").write_text((HOSTILE / "exit_at_import.py").read_text())
     (folder / "dave.py").write_text((HOSTILE / "uses_the_package.py").read_text())
     (folder / "erin.py").write_text((SOLUTIONS / "03_freeze.py").read_text())
-    (folder / "helpers.py").write_text("def helper():\n    return 1\n")      # not a submission
+    (folder / "_helpers.py").write_text("def helper():\n    return 1\n")     # not a submission
     book = tmp_path / "book.csv"
     out, err = io.StringIO(), io.StringIO()
     status = grading.main([folder], out=out, progress=err, gradebook=book, time_limit=LIMIT_S)
     assert status == 2                            # carol's file cannot be graded
     rows = list(csv.DictReader(book.open()))
     by_file = {Path(r["file"]).name: r for r in rows}
-    assert list(by_file) == ["01_layer_backward_bob.py", "alice_01.py", "carol.py", "dave.py", "erin.py"]
-    assert list(rows[0])[:4] == ["file", "exercise", "passed", "total"]
+    assert list(by_file) == ["01_layer_backward_bob.py", "_helpers.py", "alice_01.py", "carol.py",
+                             "dave.py", "erin.py"]
+    assert by_file["_helpers.py"]["note"] == "a helper module (its name starts with _): not graded"
+    assert list(rows[0])[:6] == ["file", "exercise", "score", "max_score", "passed", "total"]
     functions01 = list(grading.EXERCISES["01_layer_backward"][1])
     assert [by_file["alice_01.py"][f] for f in functions01] == ["PASS"] * 3
     # passed and total count the functions and the predictions: 3 + 2
@@ -393,8 +433,9 @@ def test_the_gradebook_of_a_folder_mixing_right_wrong_and_hostile_files(tmp_path
     assert by_file["erin.py"]["exercise"] == "03_freeze" and by_file["erin.py"]["passed"] == "4"
     assert by_file["erin.py"]["sigmoid_backward"] == ""
     summary = out.getvalue().splitlines()
-    assert len(summary) == 5 and summary[1].endswith("alice_01.py: 01_layer_backward: 5 of 5 pass")
-    assert err.getvalue().count("check: [") == 5 and "gradebook of 5 files written" in err.getvalue()
+    assert len(summary) == 6 and summary[2].endswith("alice_01.py: 01_layer_backward: 5 of 5 pass")
+    assert summary[1].endswith("_helpers.py: a helper module (its name starts with _): not graded")
+    assert err.getvalue().count("check: [") == 5 and "gradebook of 6 rows (5 files graded" in err.getvalue()
 
 
 @pytest.mark.slow
@@ -450,3 +491,123 @@ def test_the_teachers_ctrl_c_stops_the_grader_not_a_student(tmp_path):
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, (out, err)
     assert out == "check: stopped (Ctrl-C) after 0 of 1 files\n" and "Traceback" not in err
+
+
+#: Exercise 07 answered through the dense J1 it forbids, as a student would build it (one
+#: backward pass per row, flattened by hand: jacobian.flatten is not the exercise's to call)
+DENSE_07 = '''
+def dense_J1(net, X):
+    e1 = np.zeros((1, net.sizes[-1]))
+    e1[0, 0] = 1.0
+    rows = []
+    for i in range(len(X)):
+        g = net.gradient(X[i:i + 1], e1)
+        rows.append(np.concatenate([g[k].ravel() for k in net.params]))
+    return np.array(rows)
+
+
+def jvp_out1(net, X, D):
+    return dense_J1(net, X) @ np.concatenate([D[k].ravel() for k in net.params])
+
+
+def vjp_out1(net, X, alpha):
+    flat = dense_J1(net, X).T @ alpha
+    D, start = {}, 0
+    for k, v in net.params.items():
+        D[k] = flat[start:start + v.size].reshape(v.shape)
+        start += v.size
+    return D
+'''
+
+
+def test_exercise_07s_networks_hold_a_J1_larger_than_the_childs_memory():
+    from mlp_ref.classroom.grading import answers, runner
+    net, X, _, _ = answers._no_dense_setup()
+    assert len(X) * net.n_params * 8 > runner.MEMORY_LIMIT
+    assert list(net.sizes) == list(answers.NO_DENSE_SIZES)
+
+
+@pytest.mark.slow
+def test_the_dense_J1_that_exercise_07_forbids_is_named(tmp_path):
+    """Right on the small networks, the dense route cannot build J1 on the large one: both
+    functions fail there, and the hint says J1 is never to be built."""
+    text = (SOLUTIONS / "07_gram_trick.py").read_text()
+    start = text.index("def jvp_out1")
+    path = tmp_path / "07_gram_trick.py"
+    path.write_text(text[:start] + DENSE_07.lstrip())
+    result = grading.grade_file(path, time_limit=20)
+    text = grading.report(result)
+    for function in ("jvp_out1", "vjp_out1"):
+        v = next(v for v in result.verdicts if v.function == function)
+        assert v.status in ("ERROR", "FAIL") and "J1 holds 3.1e+08 numbers (2.3 GiB)" in v.hint, text
+        assert "never J1" in v.hint
+
+
+#: Answers that meet a check without the work (issue 38): each must fail, and say where
+CHEATS = {
+    "exercise 10: out2's bias raised by hand, a history of zeros": (
+        "10_memory_project", '    ref = net(memory)[:, 0].copy()\n',
+        '    net.params[f"b{net.depth}"][1] += 1000\n    return [0.0] * steps\n',
+        "hold_on_memory  FAIL  stage net.params['W1'] after 20 steps: worst entry"),
+    "exercise 08: the frozen layers guessed from len(memory)": (
+        "08_span_projection", '    A = layer_inputs(net, memory)\n    return [l for l',
+        '    return [] if len(memory) < 8 else [1] if len(memory) < 16 else [1, 2]\n'
+        '    A = layer_inputs(net, memory)\n    return [l for l',
+        "frozen_layers  FAIL  rule: with a memory of 32 rows the frozen hidden layers are [], yours [1, 2]"),
+}
+
+
+@pytest.mark.parametrize("name", CHEATS)
+def test_an_answer_that_skips_the_work_fails(name, tmp_path):
+    exercise, right, wrong, said = CHEATS[name]
+    status, out = run(mistake(tmp_path, exercise, right, wrong), isolate=False)
+    assert status == 1 and said in out, out
+
+
+def test_the_frozen_layers_of_a_memory_are_not_a_function_of_its_rows():
+    """Two memories of 32 rows, three answers: only the ranks decide."""
+    from mlp_ref.classroom.grading import answers
+    net, memories = answers.frozen_layers_memories()
+    frozen = {}
+    for memory in memories:
+        record = net.forward(memory)
+        layers = tuple(l for l in range(1, net.depth) if np.linalg.matrix_rank(np.hstack(
+            [record.a[l - 1], np.ones((len(memory), 1))])) == net.sizes[l - 1] + 1)
+        frozen.setdefault(len(memory), set()).add(layers)
+    assert frozen[32] == {(), (2,), (1, 2)}
+
+
+#: A submission's function that answers every call with its first answer: what a student who
+#: copies the answer of one run (the checks' inputs are seeded) would get
+REPLAY_FIRST = '''
+
+import copy as _copy
+import functools as _functools
+
+
+def _first(f):
+    seen = []
+
+    @_functools.wraps(f)
+    def replay(*args, **kwargs):
+        if not seen:
+            seen.append(f(*args, **kwargs))
+        return _copy.deepcopy(seen[0])
+    return replay
+
+
+{name} = _first({name})
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise, function", [(e, f) for e, (_, checks) in grading.EXERCISES.items()
+                                                for f in checks])
+def test_no_check_is_met_by_one_runs_answer(exercise, function, tmp_path):
+    """Every check asks more than one case (or compares what the function did to the network
+    with the reference run): the solution's own first answer, returned for every call, fails."""
+    path = tmp_path / f"{exercise}.py"
+    path.write_text((SOLUTIONS / f"{exercise}.py").read_text() + REPLAY_FIRST.format(name=function))
+    result = grading.grade_file(path, isolate=False)
+    verdict = next(v for v in result.verdicts if v.function == function)
+    assert verdict.status == "FAIL", grading.report(result)

@@ -21,6 +21,7 @@ from ..resources import PROJECTION_COST_PATH
 from ..setups import G_QUESTION, N_PROBE, seed_setup
 from . import animations, deck, explorable, grading, report
 from .figures import FIGURES, FORMATS, write_all
+from .grading import gradescope
 from .tutorial import show_params, show_stages
 
 #: table --steps at most: 10,000 steps of every rule on both setups take about 3 minutes
@@ -90,15 +91,39 @@ def cmd_figures(args):
     return 0
 
 
+#: --time-limit's range (seconds per function): below a tenth of a second not even a right answer
+#: comes back over the pipe; above a day it is no limit (and the child's CPU limit, a few times
+#: it, must stay a whole number the system takes)
+TIME_LIMITS = (0.1, 86400.0)
+
+
 def positive_seconds(text):
-    """A number of seconds above 0 and finite (--time-limit)."""
+    """A number of seconds in TIME_LIMITS (--time-limit)."""
+    low, high = TIME_LIMITS
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not 0 < value < math.inf:                 # False for NaN too
-        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
+    if not low <= value <= high:                 # False for NaN too
+        raise argparse.ArgumentTypeError(f"expected seconds from {low:g} to {high:g} (a day), "
+                                         f"got {text!r}")
     return value
+
+
+def points_option(text):
+    """--points NAME=N: the points of a function or prediction (any exercise's), or of every
+    ``function`` or every ``prediction``; N a number from 0 to 1000."""
+    name, _, value = text.partition("=")
+    names = {"function", "prediction"} | {item for e in grading.EXERCISES for item in grading.graded(e)}
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if name not in names or not 0 <= number <= 1000:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=N, NAME a function or prediction of an exercise (or 'function' or "
+            f"'prediction' for every one) and N from 0 to 1000, got {text!r}")
+    return name, number
 
 
 def cmd_animate(args):
@@ -121,9 +146,29 @@ def cmd_slides(args):
 
 def cmd_check(args):
     """Grade exercises of tutorials/exercises, one file or a class (see mlp_ref/classroom/grading/)."""
-    if args.gradebook is not None:
-        atomic.check_target("--gradebook", args.gradebook)   # before the class is graded
-    return grading.main(args.files, gradebook=args.gradebook, time_limit=args.time_limit)
+    try:                                           # every target before the class is graded
+        students = grading.gradebook_rows.read_roster(args.roster) if args.roster else None
+        grading.check_targets(args.gradebook, args.feedback, args.lms, students)
+    except grading.gradebook_rows.RosterProblem as problem:
+        print(problem, file=sys.stderr)
+        return 2
+    return grading.main(args.files, gradebook=args.gradebook, time_limit=args.time_limit,
+                        feedback=args.feedback, roster=students, lms=args.lms,
+                        points=dict(args.points))
+
+
+def cmd_gradescope(args):
+    """Build Gradescope's autograder zip of one exercise (see mlp_ref/classroom/grading/gradescope.py)."""
+    atomic.check_target("--out", args.out)            # before the wheel is built
+    try:
+        names = gradescope.build(args.exercise, args.out, args.time_limit,
+                                 log=lambda line: print(line, file=sys.stderr, flush=True))
+    except gradescope.BuildProblem as problem:
+        print(f"gradescope: {problem}", file=sys.stderr)
+        return 1
+    print(f"gradescope: wrote {args.out} ({', '.join(names)}); upload it as the autograder of "
+          f"a programming assignment", file=sys.stderr)
+    return 0
 
 
 def cmd_bench(args):
@@ -207,6 +252,7 @@ COMMANDS = {
     "explore": (cmd_explore, "the question, explorable: a window (or --html FILE.html, a static page)"),
     "slides": (cmd_slides, "the deck for the 90-minute class as a PDF (--out FILE.pdf), speaker notes beside it"),
     "check": (cmd_check, "grade your answer to an exercise: check tutorials/exercises/01_....py"),
+    "gradescope": (cmd_gradescope, "build Gradescope's autograder zip for one exercise: gradescope 07_gram_trick"),
     "continual-table": (cmd_continual_table, "the field's table: EWC, A-GEM, GPM, projection on permuted digits"),
 }
 
@@ -259,7 +305,26 @@ def build_parser():
     p.add_argument("files", type=path, nargs="+", metavar="file",
                    help="exercise files, or folders of them (a class's submissions)")
     p.add_argument("--gradebook", metavar="CSV", type=path,
-                   help="write one row per file: file, exercise, passed, total, a column per function")
+                   help="write one row per file (and per roster student): score, max_score, a "
+                        "column per function and prediction, the reason of a file not graded")
+    p.add_argument("--feedback", metavar="DIR", type=path,
+                   help="write each submission's report into DIR, named after it (alice_01.md)")
+    p.add_argument("--roster", metavar="CSV", type=path,
+                   help="the class: columns student,file (a name or a glob), and the LMS's ids")
+    p.add_argument("--lms", nargs=2, action="append", default=[], metavar=("SYSTEM", "CSV"),
+                   help="also write SYSTEM's import CSV (canvas, moodle or brightspace; needs --roster)")
+    p.add_argument("--points", type=points_option, action="append", default=[], metavar="NAME=N",
+                   help=f"points of a function or prediction, or of every 'function' (default "
+                        f"{grading.answers.FUNCTION_POINTS:g}) or 'prediction' (default "
+                        f"{grading.answers.PREDICTION_POINTS:g})")
+    p.add_argument("--time-limit", type=positive_seconds, default=grading.TIME_LIMIT, metavar="SECONDS",
+                   help=f"seconds each function may run (default {grading.TIME_LIMIT:g}, from "
+                        f"{TIME_LIMITS[0]:g} to {TIME_LIMITS[1]:g})")
+    p = sub.add_parser("gradescope", help=COMMANDS["gradescope"][1])
+    p.add_argument("exercise", choices=list(grading.EXERCISES), metavar="EXERCISE",
+                   help=f"the exercise the assignment grades: {', '.join(grading.EXERCISES)}")
+    p.add_argument("--out", metavar="ZIP", type=path, default="autograder.zip",
+                   help="the zip to upload (default: autograder.zip)")
     p.add_argument("--time-limit", type=positive_seconds, default=grading.TIME_LIMIT, metavar="SECONDS",
                    help=f"seconds each function may run (default {grading.TIME_LIMIT:g})")
     p = sub.add_parser("continual-table", help=COMMANDS["continual-table"][1])

@@ -1,4 +1,5 @@
-"""The grader of ``tutorials/exercises``: ``python -m mlp_ref check FILE_OR_DIR... [--gradebook CSV]``.
+"""The grader of ``tutorials/exercises``: ``python -m mlp_ref check FILE_OR_DIR... [--gradebook CSV]
+[--feedback DIR] [--roster CSV] [--lms SYSTEM CSV]`` (the class's files: ``gradebook``).
 
 Each submission runs in a child process of its own (``runner``, ``child``), under a wall-clock
 limit per function and CPU-time and memory limits, in a temporary folder; its answers come back
@@ -16,12 +17,12 @@ This isolates the reference from the student's code; it is not a security sandbo
 you do not trust in a container.
 
 Exit status: 0 when every function of every file passes, 1 when one fails or is not
-implemented yet, 2 when a file cannot be graded, 130 when stopped by Ctrl-C.
+implemented yet or a roster student has no file, 2 when a file cannot be graded (its row scores 0
+and says why), 130 when stopped by Ctrl-C.
 """
 from __future__ import annotations
 
 import ast
-import csv
 import io
 import os
 import reprlib
@@ -33,7 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ...files import atomic
+from . import gradebook as gradebook_rows
 from .answers import ALLOWED, EXERCISES, PREDICTIONS, REFERENCES, TOL, Verdict, Wrong, compare  # noqa: F401
+from .gradebook import graded, shown  # noqa: F401
 from .runner import MEMORY_LIMIT, StudentProblem, Submission
 
 #: Seconds of the child's time each function's check may take (each takes well under one with
@@ -57,6 +61,7 @@ class Result:
     verdicts: list = field(default_factory=list)         # one per function
     predictions: list = field(default_factory=list)      # one per "predict, then run" constant
     problem: str = ""
+    helper: str = ""                                     # why a file of a folder is not graded
 
     @property
     def passed(self):
@@ -117,9 +122,9 @@ def exercise_of(source, path, syntax_first=False):
     name = None
     try:
         tree = ast.parse(source)
-    except SyntaxError as exc:
+    except SyntaxError:
         if syntax_first:
-            raise FileProblem(f"syntax error at line {exc.lineno}: {exc.msg}") from None
+            _syntax(source)
         tree = None
     except (ValueError, RecursionError, MemoryError):
         tree = None
@@ -132,8 +137,32 @@ def exercise_of(source, path, syntax_first=False):
     for known in EXERCISES:
         if Path(path).stem.startswith(known):
             return known
-    raise FileProblem(f"not one of the exercises: expected EXERCISE = one of {list(EXERCISES)}, "
-                      f"got {reprlib.repr(name)}")
+    if not source.strip():
+        raise FileProblem("the file is empty: no exercise to grade")
+    first, *_, last = EXERCISES
+    raise FileProblem(f"not one of the exercises: expected EXERCISE = one of {first!r} ... {last!r} "
+                      f"(or a file name that starts with one), got {reprlib.repr(name)}")
+
+
+def _syntax(source):
+    """FileProblem for source that does not parse: its line (when Python gives one) and why."""
+    try:
+        ast.parse(source)
+    except SyntaxError as exc:
+        where = f" at line {exc.lineno}" if exc.lineno else ""
+        raise FileProblem(f"syntax error{where}: {exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError):
+        pass                                      # the child says what it makes of it
+
+
+def _utf8_name(path):
+    """FileProblem for a file whose name is not UTF-8 (the gradebook, the feedback file and the
+    report could not name it faithfully)."""
+    raw = os.fsencode(os.fspath(path))
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileProblem(f"its name is not UTF-8 (byte {exc.start} of the path): rename it") from None
 
 
 def _keep_out(path):
@@ -144,16 +173,25 @@ def _keep_out(path):
     return None if inside else str(SOLUTIONS)
 
 
-def grade_file(path, time_limit=TIME_LIMIT, memory_limit=MEMORY_LIMIT, isolate=True):
+def grade_file(path, time_limit=TIME_LIMIT, memory_limit=MEMORY_LIMIT, isolate=True, exercise=None):
     """Grade one file: a Result with a Verdict per function and per prediction, or a problem.
 
-    ``isolate=False`` runs the file in this process (the project's tests of the feedback; no
-    limits, no tripwires): never for a file you did not write.
+    ``exercise``: grade it as that exercise (Gradescope's assignment), whatever its name; a file
+    whose EXERCISE names another is refused. ``isolate=False`` runs the file in this process
+    (the project's tests of the feedback; no limits, no tripwires): never for a file you did not
+    write.
     """
-    result = Result(str(path))
+    result = Result(str(path), exercise or "")
     try:
+        _utf8_name(path)
         source = read_source(path)
-        result.exercise = exercise_of(source, path, syntax_first=True)
+        if exercise is None:
+            result.exercise = exercise_of(source, path, syntax_first=True)
+        else:
+            _syntax(source)
+            named = recognised_exercise(source, path)
+            if named not in (None, exercise):
+                raise FileProblem(f"this assignment is exercise {exercise}; the file answers {named}")
     except FileProblem as problem:
         result.problem = str(problem)
         return result
@@ -191,7 +229,9 @@ def grade_file(path, time_limit=TIME_LIMIT, memory_limit=MEMORY_LIMIT, isolate=T
 def _verdict(function, check, submission):
     try:
         with np.errstate(all="ignore"):           # a student's overflow is a FAIL, not noise
-            check(submission.function(function))
+            fn = submission.function(function)
+            fn.memory_limited = submission.isolate    # a check of what fits in the child's memory
+            check(fn)
     except StudentProblem as problem:
         return Verdict(function, problem.status, problem.what, problem.hint)
     except Wrong as wrong:
@@ -246,8 +286,8 @@ def _blame_callees(verdicts, calls, checks, submission):
 def report(result):
     """A Result as text: one line per function (and a hint line under a failure)."""
     if result.problem:
-        return f"check: {result.path}: {result.problem}"
-    lines = [f"Exercise {result.exercise}: {EXERCISES[result.exercise][0]}   ({result.path})"]
+        return f"check: {shown(result.path)}: {result.problem}"
+    lines = [f"Exercise {result.exercise}: {EXERCISES[result.exercise][0]}   ({shown(result.path)})"]
     lines += _lines(result.verdicts)
     functions = sum(v.status == "PASS" for v in result.verdicts)
     total = len(result.verdicts)
@@ -276,88 +316,149 @@ def _lines(verdicts, indent="  "):
 def summary(result):
     """One line: the file, its exercise, how many pass (or its problem)."""
     if result.problem:
-        return f"{result.path}: cannot be graded: {result.problem}"
-    return f"{result.path}: {result.exercise}: {result.passed} of {result.total} pass"
+        return f"{shown(result.path)}: cannot be graded: {result.problem}"
+    return f"{shown(result.path)}: {result.exercise}: {result.passed} of {result.total} pass"
 
 
 def submissions(paths):
-    """The files to grade: each FILE given, and in each DIR every ``.py`` file that names an
-    exercise (by its EXERCISE constant or its name); the other files of a DIR are helpers."""
-    files = []
+    """The files to grade: each FILE given, and in each DIR every ``.py`` file but its helpers
+    (``collect``)."""
+    return [path for path, _, helper in collect(paths) if not helper]
+
+
+def collect(paths):
+    """Every file named, and every ``.py`` file of each DIR (below it, ``__pycache__`` aside), as
+    (path, its path below the DIR named, helper): ``helper`` is "" for a submission, else why the
+    file is a helper module and not graded. A file of a DIR is a helper when no exercise is
+    recognised in it (its EXERCISE constant or its name) and either its name starts with ``_`` or
+    another file of the DIR imports it by its module name (``from my_helpers import sigmoid``);
+    any other file is graded, and a file with no exercise scores 0 with the reason."""
+    found = []
     for p in map(Path, paths):
-        if p.is_dir():
-            for f in sorted(p.rglob("*.py")):
-                if "__pycache__" in f.parts:
-                    continue
-                try:
-                    exercise_of(read_source(f), f)
-                except FileProblem:
-                    if f.stem.startswith("_") or not _names_exercise(f):
-                        continue                  # a helper module beside the submissions
-                files.append(f)
-        else:
-            files.append(p)
-    return files
+        if not p.is_dir():
+            found.append((p, p.name, ""))
+            continue
+        files = [f for f in sorted(p.rglob("*.py")) if "__pycache__" not in f.relative_to(p).parts]
+        sources = {}
+        for f in files:
+            try:
+                sources[f] = read_source(f)
+            except FileProblem:
+                sources[f] = None
+        imported = {}
+        for f, source in sources.items():
+            for module in _imports(source):
+                imported.setdefault(module, f)
+        for f in files:
+            relative = str(f.relative_to(p))
+            helper = ""
+            if sources[f] is not None and recognised_exercise(sources[f], f) is None:
+                if f.stem.startswith("_"):
+                    helper = "a helper module (its name starts with _): not graded"
+                elif f.stem in imported and imported[f.stem] != f:
+                    helper = (f"a helper module ({shown(imported[f.stem].name)} imports it): "
+                              f"not graded")
+            found.append((f, relative, helper))
+    return found
 
 
-def _names_exercise(f):
-    """Whether a file assigns EXERCISE (read as text: a file that cannot be read is graded,
-    to say so)."""
+def _imports(source):
+    """The module names a file's code imports (``import a.b`` and ``from a import b`` give a and b)."""
     try:
-        return "EXERCISE" in read_source(f)
+        tree = ast.parse(source or "")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.module:
+                names.add(node.module.split(".")[0])
+            names.update(a.name for a in node.names)
+    return names
+
+
+def recognised_exercise(source, path):
+    """The exercise ``exercise_of`` recognises in a file, or None."""
+    try:
+        return exercise_of(source, path)
     except FileProblem:
-        return True
+        return None
 
 
-def graded(exercise):
-    """The functions and the "predict, then run" constants of ``exercise``: what it is graded on."""
-    return list(EXERCISES[exercise][1]) + list(PREDICTIONS.get(exercise, {}))
-
-
-def write_gradebook(results, path):
-    """One CSV row per submission: file, exercise, passed, total, one column per function of
-    the exercises present (PASS/FAIL/TODO/ERROR), and the note of a file that cannot be graded.
-    Such a file of a known exercise counts 0 of that exercise's total, ERROR in each column."""
-    columns = []
-    for exercise in EXERCISES:
-        if any(r.exercise == exercise for r in results):
-            columns += [c for c in graded(exercise) if c not in columns]
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["file", "exercise", "passed", "total", *columns, "note"])
-        for r in results:
-            status = {v.function: v.status for v in r.verdicts + r.predictions}
-            total = r.total
-            if r.problem and r.exercise in EXERCISES:
-                status, total = dict.fromkeys(graded(r.exercise), "ERROR"), len(graded(r.exercise))
-            writer.writerow([r.path, r.exercise, r.passed, total,
-                             *[status.get(c, "") for c in columns], r.problem])
-
-
-def main(paths, out=None, gradebook=None, time_limit=TIME_LIMIT, isolate=True, progress=None):
+def main(paths, out=None, gradebook=None, time_limit=TIME_LIMIT, isolate=True, progress=None,
+         feedback=None, roster=None, lms=(), points=None):
     """Grade ``paths`` (files or folders); print a report per file (one file) or a summary line
-    per file (several, or with a gradebook); write the gradebook; return the exit status."""
+    per file (several, or with a gradebook); write the gradebook, the feedback files and the LMS
+    exports; return the exit status.
+
+    ``feedback``: a folder, one file per submission (what the report of that file alone says);
+    ``roster``: a CSV path or the students of ``gradebook_rows.read_roster``; ``lms``: pairs
+    (system, CSV path); ``points``: name -> points overriding ``answers.points``. Every target is
+    checked before any file is graded (``check_targets``), and written whole or not at all.
+    """
     out = sys.stdout if out is None else out
     progress = sys.stderr if progress is None else progress
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    files = submissions(paths)
-    results = []
+    students = gradebook_rows.read_roster(roster) if isinstance(roster, (str, os.PathLike)) else roster
+    check_targets(gradebook, feedback, lms, students)
+    found = collect(paths)
+    graded_files = [(f, rel) for f, rel, helper in found if not helper]
+    names = dict(zip([f for f, _ in graded_files],
+                     gradebook_rows.feedback_names([rel for _, rel in graded_files])))
+    results, book = [], []
+    several = len(found) > 1 or gradebook or feedback or students is not None
     try:
-        for i, path in enumerate(files, 1):
-            if len(files) > 1:
-                print(f"check: [{i}/{len(files)}] {path}", file=progress, flush=True)
-            results.append(grade_file(path, time_limit, isolate=isolate))
-            if len(files) > 1 or gradebook:
-                print(summary(results[-1]), file=out, flush=True)
-            else:
-                print(report(results[-1]), file=out)
+        for path, relative, helper in found:
+            if helper:
+                results.append((Result(str(path), helper=helper), relative))
+                print(f"{shown(path)}: {helper}", file=out, flush=True)
+                continue
+            if len(graded_files) > 1:
+                i = len([r for r, _ in results if not r.helper]) + 1
+                print(f"check: [{i}/{len(graded_files)}] {shown(path)}", file=progress, flush=True)
+            result = grade_file(path, time_limit, isolate=isolate)
+            results.append((result, relative))
+            if feedback:
+                gradebook_rows.write_feedback(feedback, names[path], report(result))
+            print(summary(result) if several else report(result), file=out, flush=True)
     except KeyboardInterrupt:
-        print(f"check: stopped (Ctrl-C) after {len(results)} of {len(files)} files", file=out)
+        done = len([r for r, _ in results if not r.helper])
+        print(f"check: stopped (Ctrl-C) after {done} of {len(graded_files)} files", file=out)
         return 130
+    book = gradebook_rows.rows(results, students, points)
+    missing = [r for r in book if r.note.startswith("missing")]
+    for r in missing:
+        print(f"{r.student.name}: {r.note}", file=out)
     if gradebook:
-        write_gradebook(results, gradebook)
-        print(f"check: gradebook of {len(results)} files written to {gradebook}", file=progress)
-    if not results:
-        print(f"check: no exercise file in {', '.join(map(str, paths))}", file=out)
+        gradebook_rows.write_gradebook(book, gradebook, students is not None)
+        print(f"check: gradebook of {len(book)} rows ({len(graded_files)} files graded, "
+              f"{len(missing)} students missing) written to {gradebook}", file=progress)
+    for system, target in lms:
+        gradebook_rows.write_lms(system, target, book, students, points)
+        print(f"check: {system}'s import CSV of {len(students)} students written to {target}",
+              file=progress)
+    if feedback and graded_files:
+        print(f"check: {len(graded_files)} feedback files written into {feedback}", file=progress)
+    if not graded_files:
+        print(f"check: no file to grade in {', '.join(map(shown, paths))}", file=out)
         return 2
-    return max(r.status for r in results)
+    statuses = [r.status for r, _ in results if not r.helper]
+    return max(statuses + ([1] if missing else []))
+
+
+def check_targets(gradebook=None, feedback=None, lms=(), students=None):
+    """Refuse, before any file is graded, a target that could not be written: the gradebook, the
+    feedback folder, each LMS export (and a roster without the ids that LMS matches by); an
+    OSError or RosterProblem whose message starts with the option's name."""
+    if gradebook is not None:
+        atomic.check_target("--gradebook", gradebook)
+    if feedback is not None:
+        atomic.check_folder("--feedback", feedback)
+    for system, target in lms:
+        if system not in gradebook_rows.LMS:
+            raise gradebook_rows.RosterProblem(f"--lms: expected one of {list(gradebook_rows.LMS)}, "
+                                               f"got {system!r}")
+        gradebook_rows.check_lms(system, students)
+        atomic.check_target(f"--lms {system}", target)

@@ -169,15 +169,20 @@ STAGE_HINTS = {
 }
 
 
+#: Every check asks at least two cases (seeds, shapes): no answer copied from one run passes
+CASES_01 = ((1, (5, 4)), (21, (3, 6)))
+
+
 def check_sigmoid_backward(fn):
-    rng = _rng(1)
-    z, da = rng.normal(0, 2, (5, 4)), rng.normal(size=(5, 4))
-    s = 1.0 / (1.0 + np.exp(-z))
-    x = z.copy()
-    fd = numerical_gradient(lambda: da / (1.0 + np.exp(-x)), x)    # d/dz of sum(da * sigmoid(z))
-    compare("dz", fn(da.copy(), z.copy()), da * s * (1 - s),
-            "dz = da * s * (1 - s) with s = sigmoid(z): the derivative at z, not at a", fd=fd,
-            variants=sigmoid_variants(da, z, s))
+    for seed_, shape in CASES_01:
+        rng = _rng(seed_)
+        z, da = rng.normal(0, 2, shape), rng.normal(size=shape)
+        s = 1.0 / (1.0 + np.exp(-z))
+        x = z.copy()
+        fd = numerical_gradient(lambda: da / (1.0 + np.exp(-x)), x)    # d/dz of sum(da * sigmoid(z))
+        compare("dz", fn(da.copy(), z.copy()), da * s * (1 - s),
+                "dz = da * s * (1 - s) with s = sigmoid(z): the derivative at z, not at a", fd=fd,
+                variants=sigmoid_variants(da, z, s))
 
 
 def sigmoid_variants(da, z, s):
@@ -191,10 +196,14 @@ def sigmoid_variants(da, z, s):
 
 
 def check_affine_backward(fn):
-    rng = _rng(2)
-    a_prev, W, b, dz = (rng.normal(size=(6, 3)), rng.normal(size=(3, 4)), rng.normal(size=4),
-                        rng.normal(size=(6, 4)))
-    net = MLP([3, 4], output="identity")
+    for seed_, (n, d, m) in ((2, (6, 3, 4)), (22, (5, 2, 3))):
+        _check_affine_backward(fn, _rng(seed_), n, d, m)
+
+
+def _check_affine_backward(fn, rng, n, d, m):
+    a_prev, W, b, dz = (rng.normal(size=(n, d)), rng.normal(size=(d, m)), rng.normal(size=m),
+                        rng.normal(size=(n, m)))
+    net = MLP([d, m], output="identity")
     net.params["W1"][...], net.params["b1"][...] = W, b
     ref = net.backward(net.forward(a_prev), dz).stages
     got = fn(dz.copy(), a_prev.copy(), W.copy())
@@ -216,8 +225,13 @@ def check_affine_backward(fn):
 
 
 def check_two_layer_backward(fn):
-    net, X, _ = seed()
-    G = _rng(3).normal(size=(len(X), 2))                  # every column alive: no zero hides a bug
+    for seed_ in (3, 23):
+        net, X, _ = seed()
+        G = _rng(seed_).normal(size=(len(X), 2))          # every column alive: no zero hides a bug
+        _check_two_layer_backward(fn, net, X, G)
+
+
+def _check_two_layer_backward(fn, net, X, G):
     ref = net.backward(net.forward(X), G).stages
     got = fn(X.copy(), {k: v.copy() for k, v in net.params.items()}, G.copy())
     if not isinstance(got, dict):
@@ -462,15 +476,20 @@ def check_project_gram(fn):
 
 
 # -- exercise 05: the restoring step -----------------------------------------------------------
-def _off_constraint():
-    """The visible network after one projected step at lr 0.01: out1 off by ~2e-2 on the batch."""
+def _off_constraint(lr=0.01):
+    """The visible network after one projected step at ``lr``: out1 off by ~2e-2 on the batch
+    at lr 0.01."""
     net, X, _ = visible()
     ref = net(X)[:, 0].copy()
-    return net.copy().step(fixes.project(net, X, G_QUESTION), 0.01), X, ref
+    return net.copy().step(fixes.project(net, X, G_QUESTION), lr), X, ref
 
 
 def check_restore_step(fn):
-    net, X, ref = _off_constraint()
+    for lr in (0.01, 0.004):
+        _check_restore_step(fn, *_off_constraint(lr))
+
+
+def _check_restore_step(fn, net, X, ref):
     start, r0 = net.copy(), max_abs(net(X)[:, 0] - ref)
     expected = net.copy()
     fixes.restore(expected, X, ref, max_iter=1)
@@ -587,6 +606,83 @@ def _random_direction(net, seed_):
     return {k: rng.normal(size=v.shape) for k, v in net.params.items()}
 
 
+#: A network and batch on which J1 does not fit in the child's memory: n P float64 numbers are
+#: 2.3 GiB, more than the 2 GiB address space a submission runs in (runner.MEMORY_LIMIT), while
+#: the per-layer factors A_l and S_l take 6 MiB each. The route exercise 07 asks for takes well
+#: under a second there; the dense J1 cannot be built.
+NO_DENSE_SIZES, NO_DENSE_ROWS = (3, 384, 384, 2), 2048
+
+#: The relative distance (to the largest entry of a usual mistake) within which an answer that
+#: fails is named as that mistake: far above the error of any route to it, even through the seed
+#: network's Gram (eps cond(J1 J1^T) = 5e-5), and far below the distance between two mistakes.
+NAMED = 1e-3
+
+
+@functools.lru_cache(maxsize=None)
+def _no_dense_setup():
+    net = MLP(list(NO_DENSE_SIZES), hidden="sigmoid", output="identity")
+    rng = _rng(13)
+    for k, v in net.params.items():
+        v[...] = rng.normal(0, 1 / np.sqrt(v.shape[0]), v.shape)
+    X = rng.normal(size=(NO_DENSE_ROWS, NO_DENSE_SIZES[0]))
+    return net, X, _random_direction(net, 14), rng.normal(size=NO_DENSE_ROWS)
+
+
+def _never_dense(fn, call, what):
+    """Run ``call`` on the network where J1 does not fit (``_no_dense_setup``); a failure there
+    (a MemoryError, the time limit) gets the hint that J1 is never to be built. Only for a
+    function run in the child, under its memory limit (``fn.memory_limited``, set by the grader):
+    in the grader's own process (the project's tests of the feedback) no limit is there to exceed.
+    Returns None where it does not run."""
+    if not getattr(fn, "memory_limited", True):
+        return None
+    net, X, D, alpha = _no_dense_setup()
+    n = len(X)
+    hint = (f"on {n} rows of a {'-'.join(map(str, NO_DENSE_SIZES))} network ({net.n_params:,} "
+            f"parameters) J1 holds {n * net.n_params:.1e} numbers ({n * net.n_params * 8 / 2 ** 30:.1f} "
+            f"GiB), more than your code may use: {what} from the factors A_l and S_l, never J1")
+    try:
+        return call(net.copy(), X.copy(), {k: v.copy() for k, v in D.items()}, alpha.copy()), net, X, D, alpha
+    except Exception as exc:                      # noqa: BLE001 - what the call raised, with a hint
+        if hasattr(exc, "hint"):
+            exc.hint = hint
+        raise
+
+
+def _as_array(x):
+    try:
+        return np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        return None
+
+
+def _name_mistake(stage, theirs, variants):
+    """Raise Wrong naming the usual mistake ``theirs`` is, if any: ``variants`` are (what, the
+    mistake's answer (an array, or a dict like params), hint), each matched entry by entry within
+    NAMED of its largest entry."""
+    for what, variant, hint in variants:
+        if isinstance(variant, dict):
+            same = isinstance(theirs, dict) and set(theirs) == set(variant) and all(
+                _close(_as_array(theirs[k]), variant[k]) for k in variant)
+        else:
+            same = _close(_as_array(theirs), variant)
+        if same:
+            raise Wrong(f"stage {stage}: yours is {what}", hint)
+
+
+def _close(theirs, variant):
+    variant = np.asarray(variant, dtype=float)
+    if theirs is None or theirs.shape != variant.shape or not np.all(np.isfinite(theirs)):
+        return False
+    with np.errstate(all="ignore"):
+        return bool(max_abs(theirs - variant) <= NAMED * max(max_abs(variant), 1e-300)) if variant.size else True
+
+
+def _gram_inverse(J, v):
+    """(J1 J1^T)^-1 v, the Gram's inverse applied where no Gram belongs (the projection's step)."""
+    return np.linalg.lstsq(J @ J.T, v, rcond=None)[0]
+
+
 def check_jvp_out1(fn):
     for name, net, X, _ in _setups_04():
         D = _random_direction(net, 7)
@@ -594,8 +690,45 @@ def check_jvp_out1(fn):
         before = {k: v.copy() for k, v in net.params.items()}
         got = fn(net, X, {k: v.copy() for k, v in D.items()})
         rule(_unchanged(net, before), "net must not change", "read the parameters; do not step")
-        compare(f"J1 D ({name})", got, J @ flat(D), "row i = sum over l of S_l[i] . (A_l[i] @ D_W_l "
+        ours, n = J @ flat(D), len(X)
+        no_bias = J @ flat({k: (v if k.startswith("W") else np.zeros_like(v)) for k, v in D.items()})
+        theirs = _as_array(got)
+        if theirs is not None and theirs.shape == (n, n):
+            raise Wrong(f"stage J1 D ({name}): shape ({n}, {n}), expected ({n},): a matrix product "
+                        f"(A_l D_W_l + D_b_l) @ S_l.T pairs every row with every other",
+                        "row i needs only its own dot product: np.sum(S_l * (A_l @ D_W_l + D_b_l), axis=1)")
+        if theirs is not None and theirs.size == 1 and n > 1:
+            raise Wrong(f"stage J1 D ({name}): one number, expected one per row ({n},): the sum "
+                        f"ran over the rows too", "np.sum(..., axis=1): a sum over each row's units only")
+        _name_mistake(f"J1 D ({name})", got, [
+            ("(J1 J1^T)^-1 J1 D: the Gram's inverse belongs to the projection's alpha, not to J1 D",
+             _gram_inverse(J, ours), "J1 D is a product, no solve: row i = sum over l of S_l[i] . "
+             "(A_l[i] @ D_W_l + D_b_l)"),
+            ("J1 D without the biases' part", no_bias, "add D_b_l to A_l @ D_W_l: the bias's "
+             "column of J1 is S_l itself")])
+        compare(f"J1 D ({name})", got, ours, "row i = sum over l of S_l[i] . (A_l[i] @ D_W_l "
                 "+ D_b_l)", tol=1e-9, scale=max_abs(np.abs(J) @ np.abs(flat(D))))
+    ran = _never_dense(fn, lambda net, X, D, alpha: fn(net, X, D), "J1 D")
+    if ran is None:
+        return
+    got, net, X, D, _ = ran
+    JD, JD_scale, _, _ = _no_dense_answers()
+    compare(f"J1 D ({len(X)} rows)", got, JD, "the same route as on the small networks", tol=1e-9,
+            scale=JD_scale)
+
+
+@functools.lru_cache(maxsize=None)
+def _no_dense_answers():
+    """J1 D and J1^T alpha on ``_no_dense_setup``'s network, each with the scale of its round-off:
+    sum_j |J1_ij| |D_j| (and |J1|^T |alpha|), whatever the order of the sums, from the same
+    factors with |A_l| and |S_l|."""
+    net, X, D, alpha = _no_dense_setup()
+    J1 = jacobian.OutputJacobian(net, X, keep=[0])
+    JD, JTa = J1.matvec(D), J1.rmatvec(alpha)
+    J1.inputs = {l: np.abs(a) for l, a in J1.inputs.items()}
+    J1.signals = {l: np.abs(s) for l, s in J1.signals.items()}
+    return (JD, max_abs(J1.matvec({k: np.abs(v) for k, v in D.items()})),
+            JTa, max_abs(flat(J1.rmatvec(np.abs(alpha)))))
 
 
 def check_vjp_out1(fn):
@@ -603,13 +736,30 @@ def check_vjp_out1(fn):
         alpha = _rng(8).normal(size=len(X))
         J = jacobian.dense_rows(net, X, keep=[0])
         ref = jacobian.unflatten(J.T @ alpha, net.params)
-        transposed = {k: v for k, v in ref.items()}
-        compare_dict(f"J1^T alpha ({name})", fn(net, X, alpha.copy()), ref,
+        got = fn(net, X, alpha.copy())
+        swapped = {k: (v.T if k.startswith("W") else v) for k, v in ref.items()}
+        _name_mistake(f"J1^T alpha ({name})", got, [
+            ("S_l^T (alpha A_l) for W_l: the outer product's factors swapped, W_l's gradient "
+             "transposed", swapped, "W_l = A_l.T @ (alpha[:, None] * S_l), shape (n_(l-1), n_l) "
+             "like W_l: the layer's input on the left"),
+            ("J1^T (J1 J1^T)^-1 alpha: the Gram's inverse belongs to the projection, not to J1^T alpha",
+             jacobian.unflatten(J.T @ _gram_inverse(J, alpha), net.params),
+             "J1^T alpha is a product, no solve: A_l.T @ (alpha[:, None] * S_l)"),
+            ("J1^T 1: alpha left out", jacobian.unflatten(J.T @ np.ones_like(alpha), net.params),
+             "weight row i of S_l by alpha[i]: alpha[:, None] * S_l"),
+            ("J1^T alpha with the bias's sum left out", {
+                k: (v if k.startswith("W") else np.zeros_like(v)) for k, v in ref.items()},
+             "b_l is the column sum of alpha[:, None] * S_l")])
+        compare_dict(f"J1^T alpha ({name})", got, ref,
                      "W_l: A_l.T @ (alpha[:, None] * S_l); b_l: (alpha[:, None] * S_l).sum(axis=0)",
-                     tol=1e-9, scale=max_abs(np.abs(J.T) @ np.abs(alpha)),
-                     variants=[("J1^T alpha with the bias's sum left out", {
-                         k: (v if k.startswith("W") else np.zeros_like(v)) for k, v in transposed.items()},
-                                "b_l is the column sum of alpha[:, None] * S_l")])
+                     tol=1e-9, scale=max_abs(np.abs(J.T) @ np.abs(alpha)))
+    ran = _never_dense(fn, lambda net, X, D, alpha: fn(net, X, alpha), "J1^T alpha")
+    if ran is None:
+        return
+    got, net, X, _, alpha = ran
+    _, _, JTa, JTa_scale = _no_dense_answers()
+    compare_dict(f"J1^T alpha ({len(X)} rows)", got, JTa, "the same route as on the small networks",
+                 tol=1e-9, scale=JTa_scale)
 
 
 # -- exercise 08: span projection --------------------------------------------------------------
@@ -646,10 +796,20 @@ def _project_cols(net, g, memory):
     return U[:-1], U[-1]
 
 
-def check_frozen_layers(fn):
+def frozen_layers_memories():
+    """The memories check_frozen_layers asks about: the answer is the ranks', never a function of
+    the number of rows (two memories of 32 rows: 3 distinct rows repeated, and 32 rows on a
+    plane of the input space, whose first layer keeps a free direction)."""
     net, X_visible, _ = visible()
     probe = data.probe_inputs()
-    for memory in (X_visible[:2], X_visible, probe[:32]):
+    rng = _rng(15)
+    plane = probe[0] + rng.normal(size=(32, 2)) @ rng.normal(size=(2, 3))
+    return net, [X_visible[:2], X_visible, probe[:32], np.repeat(probe[:3], [11, 11, 10], axis=0), plane]
+
+
+def check_frozen_layers(fn):
+    net, memories = frozen_layers_memories()
+    for memory in memories:
         record = net.forward(memory)
         ref = [l for l in range(1, net.depth) if np.linalg.matrix_rank(np.hstack(
             [record.a[l - 1], np.ones((len(memory), 1))])) == net.sizes[l - 1] + 1]
@@ -757,6 +917,23 @@ def _naive_gain_10():
 
 
 def check_hold_on_memory(fn):
+    _check_hold_on_memory(fn)
+    net, X, memory = _setup_10()                  # a second run, shorter and faster: no answer
+    steps, lr = SECOND_RUN_10                     # copied from the first one passes
+    history = _history(fn(net, X, G_QUESTION.copy(), memory.copy(), steps, lr))
+    rule(len(history) == steps, f"with steps={steps}: {steps} residuals expected, got {len(history)}",
+         "one residual per step, as many steps as asked")
+    final, bound = _reference_run_10(steps, lr)
+    for key in net.params:
+        compare(f"net.params[{key!r}] after {steps} steps at lr {lr:g}", net.params[key], final[key],
+                "the docstring's recipe, with the steps and lr given", tol=bound, scale=1.0)
+
+
+#: The second run of check_hold_on_memory: (steps, lr)
+SECOND_RUN_10 = (7, 0.005)
+
+
+def _check_hold_on_memory(fn):
     net, X, memory = _setup_10()
     start = net.copy()
     ref = net(memory)[:, 0].copy()
@@ -772,6 +949,30 @@ def check_hold_on_memory(fn):
     naive = _naive_gain_10()
     rule(gain >= 0.5 * naive, f"target 2: out2 raised on X by at least half the naive gain "
          f"({0.5 * naive:.4g}): yours {gain:.4g}", "step along the projected gradient, lr as given")
+    # the recipe fixes the parameters it ends at: the reference run's, to round-off (no target
+    # can then be met by editing the network another way, out2's bias say)
+    final, bound = _reference_run_10(STEPS_10, LR_10)
+    for key in net.params:
+        compare(f"net.params[{key!r}] after {STEPS_10} steps", net.params[key], final[key],
+                "the docstring's recipe: a projected step along g, then restoring steps; nothing else "
+                "changes net", tol=bound, scale=1.0)
+
+
+@functools.lru_cache(maxsize=None)
+def _reference_run_10(steps, lr):
+    """The parameters after the recipe of hold_on_memory (fixes.project with J1 on the memory,
+    then fixes.restore), and how far another correct route may end from them: per step the
+    projection's round-off, 100 eps cond(J1) |g| lr (pinv is backward stable), plus what a
+    restore that stops at max |r| <= 1e-12 leaves, 1e-12 / sigma_min(J1); times the steps."""
+    net, X, memory = _setup_10()
+    s = np.linalg.svd(jacobian.dense_rows(net, memory, keep=[0]), compute_uv=False)
+    g = net.gradient(X, G_QUESTION)
+    bound = steps * (100 * EPS * (s[0] / s[-1]) * max_abs(flat(g)) * lr + 1e-12 / s[-1])
+    ref = net(memory)[:, 0].copy()
+    for _ in range(steps):
+        net.step(fixes.project(net, X, G_QUESTION, keep_X=memory), lr)
+        fixes.restore(net, memory, ref)
+    return {k: v.copy() for k, v in net.params.items()}, float(bound)
 
 
 @functools.lru_cache(maxsize=None)
@@ -1029,3 +1230,26 @@ PREDICTIONS = {
         "PREDICT_GAIN_FRACTION": predicted_number(_gain_fraction, 0.1, "out2's column of W2 and b2 "
                                                   "are free, and most of the hidden layers' freedom too")},
 }
+
+#: Points of a graded item in the gradebook's score: a function is worth more than a prediction
+#: (it is the work; a prediction is a sentence of thought). ``POINTS`` gives an exercise's own,
+#: where one item is worth more (exercise 10's project is one function); a teacher changes any of
+#: them with ``check --points NAME=N`` (a function or prediction's name, or ``function`` /
+#: ``prediction`` for every one).
+FUNCTION_POINTS, PREDICTION_POINTS = 2.0, 1.0
+POINTS = {"10_memory_project": {"hold_on_memory": 6.0}}
+
+
+def points(exercise, item, overrides=None):
+    """The points ``item`` (a function or a prediction of ``exercise``) is worth: ``overrides``
+    (name -> points: an item's name, or "function" / "prediction") first, then POINTS, then the
+    default of its kind."""
+    overrides = overrides or {}
+    kind = "prediction" if item in PREDICTIONS.get(exercise, {}) else "function"
+    if item in overrides:
+        return float(overrides[item])
+    if item in POINTS.get(exercise, {}):
+        return POINTS[exercise][item]
+    if kind in overrides:
+        return float(overrides[kind])
+    return PREDICTION_POINTS if kind == "prediction" else FUNCTION_POINTS

@@ -45,9 +45,11 @@ class _Eval(ast.NodeVisitor):
         if isinstance(node, ast.Attribute) and node.attr == "T":
             x = self._value(node.value)
             return x.T if type(x) is np.ndarray else None
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
-            x = self._value(node.value)
-            return x.get(node.slice.value) if type(x) is dict else None
+        if isinstance(node, ast.Subscript):
+            x, key = self._value(node.value), self._key(node.slice)
+            return x.get(key) if type(x) is dict and key is not None else None
+        if isinstance(node, ast.JoinedStr):
+            return self._key(node)
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr in _REDUCTIONS and not node.args
                 and all(isinstance(k.value, ast.Constant) for k in node.keywords)):
@@ -61,6 +63,26 @@ class _Eval(ast.NodeVisitor):
                 return None
             with np.errstate(all="ignore"):
                 return _OPS[type(node.op)](a, b)
+        return None
+
+    def _key(self, node):
+        """A dict key: a constant, a name holding an int or a str (``S[l]``), or an f-string of
+        those (``D[f"W{l}"]``); None otherwise."""
+        if isinstance(node, ast.Constant) and type(node.value) in (int, str):
+            return node.value
+        if isinstance(node, ast.Name):
+            x = self.names.get(node.id)
+            return x if type(x) in (int, str) else None
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for part in node.values:
+                if isinstance(part, ast.FormattedValue) and part.conversion == -1 and part.format_spec is None:
+                    part = part.value
+                key = self._key(part)
+                if key is None:
+                    return None
+                parts.append(str(key))
+            return "".join(parts)
         return None
 
 
@@ -105,6 +127,9 @@ def _fits(op, a, b):
 
 
 def _transposed(node):
+    """``x.T`` for ``x``, and ``x`` for ``x.T`` (a transpose too many is taken away)."""
+    if isinstance(node, ast.Attribute) and node.attr == "T":
+        return node.value
     return ast.Attribute(value=node, attr="T", ctx=ast.Load())
 
 
@@ -136,6 +161,14 @@ def hint_for(exc, frame_names, source_line):
                 return stage, (f"{what}: the inner sizes differ ({a[-1]} and {b[0] if len(b) > 1 else b[-1]}); "
                                f"{target}{suggestion}?")
         return stage, f"{what}: the inner sizes differ; check each factor's shape"
+    for one, two, name, operand in ((a, b, left, node.left), (b, a, right, node.right)):
+        reduced = (isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute)
+                   and operand.func.attr in _REDUCTIONS)          # a sum's lost axis: below
+        if (one and two and len(one) == 1 and len(two) == 2 and one[0] == two[0] != two[1]
+                and not reduced):                 # a weight per row, lined up with the columns
+            return stage, (f"{what} do not broadcast: {name} has one entry per row, and a vector "
+                           f"lines up with the last axis (the columns): {name}[:, None] makes it a "
+                           f"column, one weight per row")
     if a and b and len(a) != len(b):
         return stage, (f"{what} do not broadcast: one of them lost an axis (a sum over the wrong "
                        f"axis? keepdims=True keeps it)")
