@@ -1,4 +1,4 @@
-"""The PyTorch and TensorFlow fixes of mlp_ref/resources/frameworks (package data), checked against the NumPy reference.
+"""The PyTorch, TensorFlow and JAX fixes of mlp_ref/resources/frameworks (package data), checked against the NumPy reference.
 
 From the same weights on the seed and the visible setups: every direction equals mlp_ref.fixes'
 (float64, 1e-12 relative); freezing holds out1 bit for bit; the projection drifts O(lr^2) on the
@@ -20,11 +20,11 @@ LR = setups.LR                   # the question's step sizes: 0.1 (seed), 0.01 (
 MASK = np.array([0.0, 1.0])           # the answer's mask: hide out1 from the loss
 
 
-#: every test here runs PyTorch or TensorFlow: the slow run's (.ci/run)
+#: every test here runs PyTorch, TensorFlow or JAX: the slow run's (.ci/run)
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module", params=["torch", "tensorflow"])
+@pytest.fixture(scope="module", params=["torch", "tensorflow", "jax"])
 def fx(request):
     return load(request.param)
 
@@ -258,3 +258,72 @@ def test_tensorflow_makes_python_floats_float32_and_as_dtype_does_not():
     assert float(tf.cast(0.999, tf.float64)) != 0.999                   # 0.9990000128...
     assert float(fx.as_dtype(0.999, tf.float64)) == 0.999
     assert tf.keras.optimizers.Adam(learning_rate=1e-3).learning_rate.dtype == "float32"
+
+
+# -- JAX: float64 switched on at import; optax.masked is not a freeze ----------------------------
+@pytest.fixture(scope="module")
+def jax_fx():
+    return load("jax")
+
+
+def test_jax_keeps_each_models_dtype(jax_fx):
+    """Importing jax_fixes turns on jax_enable_x64: a float64 model is float64 (without it JAX
+    would make it float32), and a float32 model stays float32."""
+    fx = jax_fx
+    net, X, _ = seed_setup()
+    for dtype in ("float64", "float32"):
+        model = fx.model_from(net, dtype)
+        assert {str(p.dtype) for p in model.params.values()} == {dtype}
+        assert fx.outputs(model, X).dtype == dtype
+        fx.step(model, fx.project(model, X, G_QUESTION), LR["seed"])      # D is float64
+        assert {str(p.dtype) for p in model.params.values()} == {dtype}
+
+
+def one_optax_step(fx, make, net, X, lr):
+    """One step of the optax transformation ``make(model, lr)`` on naive's gradient, from net's
+    weights: (its update, the gradient, out1 before and after on the batch and on unseen inputs)."""
+    model, probes = fx.model_from(net), probe_inputs()
+    before = {"batch": fx.outputs(model, X), "unseen": fx.outputs(model, probes)}
+    g = fx.naive(model, X, G_QUESTION)
+    updates = fx.optax_step(model, fx.optimizer(model, make(model, lr)), X, G_QUESTION)
+    after = {"batch": fx.outputs(model, X), "unseen": fx.outputs(model, probes)}
+    return updates, g, before, after
+
+
+def test_optax_masked_passes_the_frozen_gradients_through_and_out1_moves(jax_fx, setup):
+    """optax.masked(optax.sgd(lr), trainable): the leaves marked False get their raw gradient
+    as update, unchanged (optax's documented "the rest are passed through"), which
+    apply_updates adds: the frozen layer steps by 1 up the gradient and out1 moves, further
+    than under a naive step at lr."""
+    fx = jax_fx
+    name, net, X, _ = setup
+    updates, g, before, after = one_optax_step(fx, fx.sgd_masked, net, X, LR[name])
+    frozen = set(net.params) - set(fx.output_layer(fx.model_from(net)))
+    assert frozen and "W1" in frozen
+    for k in frozen:
+        assert np.array_equal(np.asarray(updates[k]), np.asarray(g[k]))          # bit for bit
+    naive_drift = np.max(np.abs(net.copy().step(fixes.naive(net, X, G_QUESTION), LR[name])(X)[:, 0]
+                                - net(X)[:, 0]))
+    assert np.max(np.abs(after["batch"][:, 0] - before["batch"][:, 0])) > naive_drift
+
+
+@pytest.mark.parametrize("how", ["partition", "transforms.freeze"])
+def test_optax_var_list_holds_out1_bit_for_bit(jax_fx, setup, how):
+    """optax.partition (sgd on W2, b2, set_to_zero on the rest), or optax.transforms.freeze
+    chained before sgd: the update is -lr times freeze's direction, and out1 moves by exactly 0.0
+    on the batch and on unseen inputs, while out2 rises."""
+    fx = jax_fx
+    optax = require("optax", "frameworks")
+    name, net, X, _ = setup
+
+    def chained(model, lr):
+        frozen = {k: k not in fx.output_layer(model) for k in model.params}
+        return optax.chain(optax.transforms.freeze(frozen), optax.sgd(lr))
+    make = fx.sgd_var_list if how == "partition" else chained
+    updates, _, before, after = one_optax_step(fx, make, net, X, LR[name])
+    D = fx.freeze(fx.model_from(net), X, G_QUESTION)
+    for k in net.params:
+        assert np.array_equal(np.asarray(updates[k]), -LR[name] * np.asarray(D[k]))
+    for where in before:
+        assert np.max(np.abs(after[where][:, 0] - before[where][:, 0])) == 0.0
+        assert np.all(after[where][:, 1] > before[where][:, 1])
