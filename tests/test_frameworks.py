@@ -1,4 +1,5 @@
-"""The PyTorch, TensorFlow and JAX fixes of mlp_ref/resources/frameworks (package data), checked against the NumPy reference.
+"""The PyTorch, TensorFlow and JAX fixes of mlp_ref/resources/frameworks (package data), checked
+against the NumPy reference.
 
 From the same weights on the seed and the visible setups: every direction equals mlp_ref.fixes'
 (float64, 1e-12 relative); freezing holds out1 bit for bit; the projection drifts O(lr^2) on the
@@ -13,7 +14,7 @@ from _frameworks import load, rel_error
 from mlp_ref import fixes, losses, optim, setups
 from mlp_ref.measurements import fits, rules, table
 from mlp_ref.data import probe_inputs
-from mlp_ref.jacobian import dense_rows
+from mlp_ref.jacobian import dense_rows, flatten
 from mlp_ref.setups import G_QUESTION, SETUPS, seed_setup
 
 LR = setups.LR                   # the question's step sizes: 0.1 (seed), 0.01 (visible)
@@ -327,3 +328,40 @@ def test_optax_var_list_holds_out1_bit_for_bit(jax_fx, setup, how):
     for where in before:
         assert np.max(np.abs(after[where][:, 0] - before[where][:, 0])) == 0.0
         assert np.all(after[where][:, 1] > before[where][:, 1])
+
+
+def test_the_projection_holds_J1_D_to_the_accuracy_the_reference_states(fx, setup):
+    """mlp_ref.fixes.nullspace states |J D| <= (32 + m) eps ||J| (|D| + |g|)|| (m constraints),
+    about what rounding J . g and D to float64 leaves; each framework's D, in float64, meets it
+    with the dense J of mlp_ref (a J1 D left above it would move out1 by lr * J1 D, to first
+    order, beyond the round-off that test_frameworks_tutorial.py allows the drifts)."""
+    _, net, X, _ = setup
+    model = fx.model_from(net)
+    D = flatten(fx.as_mlp_ref(model, fx.project(model, X, G_QUESTION)))
+    g = flatten(fixes.naive(net, X, G_QUESTION))
+    J = dense_rows(net, X)
+    bound = (32 + len(X)) * np.finfo(np.float64).eps * (np.abs(J) @ (np.abs(D) + np.abs(g)))
+    assert np.all(np.abs(J @ D) <= bound)
+
+
+def test_jax_needs_three_passes_through_its_gram_on_the_seed_network(jax_fx):
+    """remove_rows' docstring: each pass leaves of |J1 v| at most eps * cond(J1 J1^T) of what
+    it found, "5e-5 on the seed network", and two passes leave more than the round-off of
+    mlp_ref's projection (the bound of the test above), three do not."""
+    fx = jax_fx
+    net, X, _ = seed_setup()
+    model = fx.model_from(net)
+    J = dense_rows(net, X)
+    factor = np.finfo(np.float64).eps * np.linalg.cond(J @ J.T)
+    assert 3e-5 < factor < 8e-5                                              # "5e-5"
+    J1, J1T, gram = fx.linearized(model, X)
+    g = fixes.naive(net, X, G_QUESTION)
+    residual, left = [np.max(np.abs(J @ flatten(g)))], []
+    for passes in (1, 2, 3):
+        D = flatten(fx.as_mlp_ref(model, fx.remove_rows(J1, J1T, fx.gram_pinv(gram),
+                                                         fx.naive(model, X, G_QUESTION), passes)))
+        residual.append(np.max(np.abs(J @ D)))
+        bound = (32 + len(X)) * np.finfo(np.float64).eps * (np.abs(J) @ (np.abs(D) + np.abs(flatten(g))))
+        left.append(bool(np.any(np.abs(J @ D) > bound)))
+    assert residual[1] <= factor * residual[0] and residual[2] <= factor * residual[1]
+    assert left == [True, True, False]
