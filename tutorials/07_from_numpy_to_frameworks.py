@@ -10,10 +10,10 @@
 # NumPy network takes the fixes to PyTorch, TensorFlow 2 or JAX. They ship inside the package
 # (`mlp_ref/resources/frameworks/`, found by `frameworks_folder()` from any folder) as functions
 # to import and call, `torch_fixes.py`, `tf_fixes.py` and `jax_fixes.py` (with optax), each in
-# its framework's own idiom, with the same names (`model_from`, `naive`, `freeze`, `masked`, `project`,
-# `restore`, `penalty`, `adam_projected`, ...). This tutorial shows their source, read from those
-# files (what you read is what runs), and runs them for each framework that is installed, from
-# the weights of mlp-ref's two setups, beside the NumPy reference.
+# its framework's own idiom, with the same names (`model_from`, `naive`, `freeze`, `masked`,
+# `project`, `restore`, `penalty`, `adam_projected`, ...). This tutorial shows their source, read
+# from those files (what you read is what runs), and runs them for each framework that is
+# installed, from the weights of mlp-ref's two setups, beside the NumPy reference.
 #
 # mlp-ref itself never imports a framework, and this tutorial runs without one: it then shows
 # the code and says what it did not run. To run everything: `pip install -e '.[frameworks]'`.
@@ -154,9 +154,11 @@ for name, fx in RUN.items():
 # `tape.gradient` with `output_gradients=G`, `jax.vjp`). `freeze` trains only the output layer,
 # the `var_list = [W2, b2]` of the answer's scripts: `requires_grad_(False)` in PyTorch, a
 # shorter variable list in TensorFlow, `jax.lax.stop_gradient` on the other parameters in JAX
-# (and in an optax training loop, section 10). With $G = [0, -1]$ out1's own output weights get a zero gradient,
-# so out1 does not move at all: after a step of `freeze`, $\max|\Delta \mathrm{out}_1|$ is
-# exactly 0.0 on the batch and on 256 unseen inputs, in float64 and in float32.
+# (and in an optax training loop, section 10).
+#
+# With $G = [0, -1]$ out1's own output weights get a zero gradient, so out1 does not move at
+# all: after a step of `freeze`, $\max|\Delta \mathrm{out}_1|$ is exactly 0.0 on the batch and
+# on 256 unseen inputs, in float64 and in float32.
 
 # %%
 source("PyTorch", "naive", "output_layer", "freeze")
@@ -424,8 +426,8 @@ for name, fx in RUN.items():
 # `sqrt(v)`, not to the bias-corrected `sqrt(v_hat)` as PyTorch, optax and mlp-ref do; with
 # $\epsilon$ = 1e-30 below, where it goes does not matter.
 #
-# optax needs neither: a Python float takes the params' dtype, and the update is a value that optax returns (the step adds it), not
-# a difference of the weights before and after.
+# optax needs neither: a Python float takes the params' dtype, and the update is a value that
+# optax returns (the step adds it), not a difference of the weights before and after.
 #
 # Over three steps the update equals `mlp_ref.optim.Adam(constraint=nullspace, order="update")`'s
 # to 1e-12 on the visible setup. Not on the seed network: with $\mathrm{cond}(J_1) \approx$ 5e5,

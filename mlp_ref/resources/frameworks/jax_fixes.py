@@ -37,8 +37,6 @@ Precision, said once here and again where it matters:
   seed network, five of float64's sixteen digits), so the projection is done three times with
   it: iterative refinement, as mlp-ref does, recovers them.
 """
-import dataclasses
-
 import jax
 
 jax.config.update("jax_enable_x64", True)     # before any array is made: see the docstring
@@ -52,15 +50,16 @@ ACTIVATIONS = {"sigmoid": jax.nn.sigmoid, "tanh": jnp.tanh, "relu": jax.nn.relu,
                "identity": lambda z: z}
 
 
-@dataclasses.dataclass
 class Model:
     """A network as JAX writes one: a pure function ``apply(params, X)`` and its params.
 
     ``params`` is a dict W1, b1, W2, ... of JAX arrays (a pytree), z_l = a_{l-1} @ W_l + b_l
     as in mlp-ref. The arrays are never changed: a step rebinds ``params`` to new ones.
     """
-    params: dict
-    activations: tuple
+
+    def __init__(self, params, activations):
+        self.params = params
+        self.activations = tuple(activations)
 
     def apply(self, params, X):
         a = X
@@ -75,7 +74,7 @@ def model_from(net, dtype=jnp.float64):
     dtype: a JAX or NumPy dtype or its name ("float32"); float32 weights are net's, rounded.
     """
     params = {key: jnp.asarray(value, dtype=dtype) for key, value in net.params.items()}
-    return Model(params, tuple(net.activations))
+    return Model(params, net.activations)
 
 
 def as_mlp_ref(model, D):
@@ -131,8 +130,8 @@ def freeze(model, X, G, trainable=None):
     trainable = output_layer(model) if trainable is None else list(trainable)
 
     def out(params):
-        params = {k: v if k in trainable else jax.lax.stop_gradient(v) for k, v in params.items()}
-        return model.apply(params, tensor(X, model))
+        held = {k: v if k in trainable else jax.lax.stop_gradient(v) for k, v in params.items()}
+        return model.apply(held, tensor(X, model))
     out_, vjp = jax.vjp(out, model.params)
     return vjp(_rows(G, out_))[0]
 
@@ -161,11 +160,12 @@ def sgd_masked(model, lr, trainable=None):
     return optax.masked(optax.sgd(lr), {k: k in trainable for k in model.params})
 
 
-@dataclasses.dataclass
 class Optimizer:
-    """An optax transformation and its state: what a ``torch.optim`` object keeps inside."""
-    tx: optax.GradientTransformation
-    state: object
+    """An optax transformation ``tx`` and its ``state``: what a ``torch.optim`` object keeps
+    inside itself."""
+
+    def __init__(self, tx, state):
+        self.tx, self.state = tx, state
 
 
 def optimizer(model, tx):
