@@ -185,6 +185,19 @@ def test_float32_on_five_seeds_and_what_pinv_in_float32_would_do(torch_fx, seed)
     assert fx.restore(model, X, ref, max_iter=10)[-1] <= restore_bound_float32(net, X, ref)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_jax_float32_on_five_seeds(jax_fx, seed):
+    """What the PyTorch test above checks of project and restore, through JAX's Gram route (it
+    has no pinv variant: its Gram is float64 and refined)."""
+    fx = jax_fx
+    net, X, _ = seed_setup(seed=seed)
+    model = fx.model_from(net, "float32")
+    assert ratio_J1(fx, model, X, fx.project(model, X, G_QUESTION), G_QUESTION) <= 1e-5
+    ref = fx.outputs(model, X)[:, 0]
+    fx.step(model, fx.project(model, X, G_QUESTION), LR["seed"])
+    assert fx.restore(model, X, ref, max_iter=10)[-1] <= restore_bound_float32(net, X, ref)
+
+
 # -- the penalty's stability ---------------------------------------------------------------------
 def test_largest_stable_lam_is_2_over_lr_lambda_max(fx, setup):
     name, net, X, _ = setup

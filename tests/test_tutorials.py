@@ -25,7 +25,7 @@ from mlp_ref.classroom import report, tutorial
 from mlp_ref.measurements import drift, fits, question
 from mlp_ref.setups import G_QUESTION, LR, seed_setup
 
-FRAMEWORKS = {"torch", "tensorflow", "jax", "keras", "functorch"}
+FRAMEWORKS = {"torch", "tensorflow", "jax", "optax", "keras", "functorch"}
 
 
 def run_script(path, *args):
