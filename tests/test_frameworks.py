@@ -6,10 +6,13 @@ From the same weights on the seed and the visible setups: every direction equals
 batch; restore converges; in float32, the bounds tutorial 07 states. Each test runs once per
 framework (skipped when it is not installed, a failure in CI).
 """
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from _extras import require
-from _frameworks import load, rel_error
+from _frameworks import FRAMEWORKS_DIR, load, rel_error
 
 from mlp_ref import fixes, losses, optim, setups
 from mlp_ref.measurements import fits, rules, table
@@ -378,3 +381,16 @@ def test_jax_needs_three_passes_through_its_gram_on_the_seed_network(jax_fx):
         left.append(bool(np.any(np.abs(J @ D) > bound)))
     assert residual[1] <= factor * residual[0] and residual[2] <= factor * residual[1]
     assert left == [True, True, False]
+
+
+def test_without_x64_jax_makes_float64_float32_and_importing_jax_fixes_switches_it_on(jax_fx):
+    """Why jax_fixes turns on jax_enable_x64 at import: in a fresh process JAX makes a float64
+    array float32 (with a warning); after ``import jax_fixes`` it is float64. (In a process of
+    its own: the switch is JAX's, for the whole process.)"""
+    code = ("import sys, warnings; warnings.simplefilter('ignore'); import jax.numpy as jnp; "
+            "print(jnp.asarray(0.1, dtype='float64').dtype); "
+            f"sys.path.insert(0, {str(FRAMEWORKS_DIR)!r}); import jax_fixes; "
+            "print(jnp.asarray(0.1, dtype='float64').dtype)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split() == ["float32", "float64"]
