@@ -2,9 +2,9 @@
 
     fx = load("torch")          # mlp_ref/resources/frameworks/torch_fixes.py, or a skip (a failure in CI)
 
-torch_fixes and tf_fixes define the same functions with the same meaning, so one test serves
-both; what differs (a direction is a dict in PyTorch, a list in TensorFlow) is hidden behind
-``fx.as_mlp_ref``, ``fx.flat`` and ``fx.outputs``.
+torch_fixes, tf_fixes and jax_fixes define the same functions with the same meaning, so one test
+serves the three; what differs (a direction is a dict in PyTorch, a list in TensorFlow, a pytree
+in JAX) is hidden behind ``fx.as_mlp_ref``, ``fx.flat`` and ``fx.outputs``.
 """
 import gc
 import importlib
@@ -20,15 +20,19 @@ from mlp_ref.resources import frameworks_folder
 FRAMEWORKS_DIR = frameworks_folder()
 
 #: framework module -> the file of mlp_ref/resources/frameworks that holds its fixes
-MODULES = {"torch": "torch_fixes", "tensorflow": "tf_fixes"}
+MODULES = {"torch": "torch_fixes", "tensorflow": "tf_fixes", "jax": "jax_fixes"}
 #: the name tutorial 07 prints for each framework -> its module
-NAMES = {"PyTorch": "torch", "TensorFlow 2": "tensorflow"}
+NAMES = {"PyTorch": "torch", "TensorFlow 2": "tensorflow", "JAX": "jax"}
+#: what else a framework's fixes import (jax_fixes: optax, from the same extra)
+ALSO = {"jax": ["optax"]}
 
 
 def load(framework):
     gc.disable()                         # importing one builds some 350,000 objects that live as
     try:                                 # long as the session: no full pass walks them meanwhile
         module = require(framework, "frameworks")
+        for other in ALSO.get(framework, []):
+            require(other, "frameworks")
     finally:
         gc.enable()
     if framework == "torch":

@@ -1,8 +1,8 @@
-"""Run a script as if PyTorch and TensorFlow were not installed.
+"""Run a script as if PyTorch, TensorFlow and JAX were not installed.
 
     python tests/_hide_frameworks.py SCRIPT [ARGS...]
 
-Importing torch or tensorflow (or any of their submodules) raises ModuleNotFoundError, exactly
+Importing torch, tensorflow, jax or optax (or any of their submodules) raises ModuleNotFoundError, exactly
 as on a machine with only numpy and matplotlib; everything else imports as usual. The tests
 run tutorial 07 this way to check that it still runs, and says what it did not run.
 """
@@ -11,7 +11,7 @@ import runpy
 import sys
 from importlib.abc import MetaPathFinder
 
-HIDDEN = ("torch", "tensorflow")
+HIDDEN = ("torch", "tensorflow", "jax", "optax")
 
 
 class HideFrameworks(MetaPathFinder):

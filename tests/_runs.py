@@ -19,9 +19,9 @@ TUTORIALS = sorted((ROOT / "tutorials").glob("[0-9][0-9]_*.py"))
 #: Every tutorial opens as a notebook.
 NOTEBOOKS = TUTORIALS
 FRAMEWORKS_TUTORIAL = "07_from_numpy_to_frameworks.py"
-#: The first cell given to tutorial 07's kernel: from then on, importing torch or tensorflow
-#: raises ModuleNotFoundError there, as on a machine without them (their run with both is
-#: tests/test_frameworks_tutorial.py's).
+#: The first cell given to tutorial 07's kernel: from then on, importing torch, tensorflow, jax
+#: or optax raises ModuleNotFoundError there, as on a machine without them (their run with all
+#: three is tests/test_frameworks_tutorial.py's).
 HIDE_FRAMEWORKS = f"""import sys
 sys.path.insert(0, {str(TESTS)!r})
 from _hide_frameworks import HideFrameworks

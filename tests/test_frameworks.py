@@ -1,30 +1,34 @@
-"""The PyTorch and TensorFlow fixes of mlp_ref/resources/frameworks (package data), checked against the NumPy reference.
+"""The PyTorch, TensorFlow and JAX fixes of mlp_ref/resources/frameworks (package data), checked
+against the NumPy reference.
 
 From the same weights on the seed and the visible setups: every direction equals mlp_ref.fixes'
 (float64, 1e-12 relative); freezing holds out1 bit for bit; the projection drifts O(lr^2) on the
 batch; restore converges; in float32, the bounds tutorial 07 states. Each test runs once per
 framework (skipped when it is not installed, a failure in CI).
 """
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from _extras import require
-from _frameworks import load, rel_error
+from _frameworks import FRAMEWORKS_DIR, load, rel_error
 
 from mlp_ref import fixes, losses, optim, setups
 from mlp_ref.measurements import fits, rules, table
 from mlp_ref.data import probe_inputs
-from mlp_ref.jacobian import dense_rows
+from mlp_ref.jacobian import dense_rows, flatten
 from mlp_ref.setups import G_QUESTION, SETUPS, seed_setup
 
 LR = setups.LR                   # the question's step sizes: 0.1 (seed), 0.01 (visible)
 MASK = np.array([0.0, 1.0])           # the answer's mask: hide out1 from the loss
 
 
-#: every test here runs PyTorch or TensorFlow: the slow run's (.ci/run)
+#: every test here runs PyTorch, TensorFlow or JAX: the slow run's (.ci/run)
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module", params=["torch", "tensorflow"])
+@pytest.fixture(scope="module", params=["torch", "tensorflow", "jax"])
 def fx(request):
     return load(request.param)
 
@@ -184,6 +188,19 @@ def test_float32_on_five_seeds_and_what_pinv_in_float32_would_do(torch_fx, seed)
     assert fx.restore(model, X, ref, max_iter=10)[-1] <= restore_bound_float32(net, X, ref)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_jax_float32_on_five_seeds(jax_fx, seed):
+    """What the PyTorch test above checks of project and restore, through JAX's Gram route (it
+    has no pinv variant: its Gram is float64 and refined)."""
+    fx = jax_fx
+    net, X, _ = seed_setup(seed=seed)
+    model = fx.model_from(net, "float32")
+    assert ratio_J1(fx, model, X, fx.project(model, X, G_QUESTION), G_QUESTION) <= 1e-5
+    ref = fx.outputs(model, X)[:, 0]
+    fx.step(model, fx.project(model, X, G_QUESTION), LR["seed"])
+    assert fx.restore(model, X, ref, max_iter=10)[-1] <= restore_bound_float32(net, X, ref)
+
+
 # -- the penalty's stability ---------------------------------------------------------------------
 def test_largest_stable_lam_is_2_over_lr_lambda_max(fx, setup):
     name, net, X, _ = setup
@@ -258,3 +275,122 @@ def test_tensorflow_makes_python_floats_float32_and_as_dtype_does_not():
     assert float(tf.cast(0.999, tf.float64)) != 0.999                   # 0.9990000128...
     assert float(fx.as_dtype(0.999, tf.float64)) == 0.999
     assert tf.keras.optimizers.Adam(learning_rate=1e-3).learning_rate.dtype == "float32"
+
+
+# -- JAX: float64 switched on at import; optax.masked is not a freeze ----------------------------
+@pytest.fixture(scope="module")
+def jax_fx():
+    return load("jax")
+
+
+def test_jax_keeps_each_models_dtype(jax_fx):
+    """Importing jax_fixes turns on jax_enable_x64: a float64 model is float64 (without it JAX
+    would make it float32), and a float32 model stays float32."""
+    fx = jax_fx
+    net, X, _ = seed_setup()
+    for dtype in ("float64", "float32"):
+        model = fx.model_from(net, dtype)
+        assert {str(p.dtype) for p in model.params.values()} == {dtype}
+        assert fx.outputs(model, X).dtype == dtype
+        fx.step(model, fx.project(model, X, G_QUESTION), LR["seed"])      # D is float64
+        assert {str(p.dtype) for p in model.params.values()} == {dtype}
+
+
+def one_optax_step(fx, make, net, X, lr):
+    """One step of the optax transformation ``make(model, lr)`` on naive's gradient, from net's
+    weights: (its update, the gradient, out1 before and after on the batch and on unseen inputs)."""
+    model, probes = fx.model_from(net), probe_inputs()
+    before = {"batch": fx.outputs(model, X), "unseen": fx.outputs(model, probes)}
+    g = fx.naive(model, X, G_QUESTION)
+    updates = fx.optax_step(model, fx.optimizer(model, make(model, lr)), X, G_QUESTION)
+    after = {"batch": fx.outputs(model, X), "unseen": fx.outputs(model, probes)}
+    return updates, g, before, after
+
+
+def test_optax_masked_passes_the_frozen_gradients_through_and_out1_moves(jax_fx, setup):
+    """optax.masked(optax.sgd(lr), trainable): the leaves marked False get their raw gradient
+    as update, unchanged (optax's documented "the rest are passed through"), which
+    apply_updates adds: the frozen layer steps by 1 up the gradient and out1 moves, further
+    than under a naive step at lr."""
+    fx = jax_fx
+    name, net, X, _ = setup
+    updates, g, before, after = one_optax_step(fx, fx.sgd_masked, net, X, LR[name])
+    frozen = set(net.params) - set(fx.output_layer(fx.model_from(net)))
+    assert frozen and "W1" in frozen
+    for k in frozen:
+        assert np.array_equal(np.asarray(updates[k]), np.asarray(g[k]))          # bit for bit
+    naive_drift = np.max(np.abs(net.copy().step(fixes.naive(net, X, G_QUESTION), LR[name])(X)[:, 0]
+                                - net(X)[:, 0]))
+    assert np.max(np.abs(after["batch"][:, 0] - before["batch"][:, 0])) > naive_drift
+
+
+@pytest.mark.parametrize("how", ["partition", "transforms.freeze"])
+def test_optax_var_list_holds_out1_bit_for_bit(jax_fx, setup, how):
+    """optax.partition (sgd on W2, b2, set_to_zero on the rest), or optax.transforms.freeze
+    chained before sgd: the update is -lr times freeze's direction, and out1 moves by exactly 0.0
+    on the batch and on unseen inputs, while out2 rises."""
+    fx = jax_fx
+    optax = require("optax", "frameworks")
+    name, net, X, _ = setup
+
+    def chained(model, lr):
+        frozen = {k: k not in fx.output_layer(model) for k in model.params}
+        return optax.chain(optax.transforms.freeze(frozen), optax.sgd(lr))
+    make = fx.sgd_var_list if how == "partition" else chained
+    updates, _, before, after = one_optax_step(fx, make, net, X, LR[name])
+    D = fx.freeze(fx.model_from(net), X, G_QUESTION)
+    for k in net.params:
+        assert np.array_equal(np.asarray(updates[k]), -LR[name] * np.asarray(D[k]))
+    for where in before:
+        assert np.max(np.abs(after[where][:, 0] - before[where][:, 0])) == 0.0
+        assert np.all(after[where][:, 1] > before[where][:, 1])
+
+
+def test_the_projection_holds_J1_D_to_the_accuracy_the_reference_states(fx, setup):
+    """mlp_ref.fixes.nullspace states |J D| <= (32 + m) eps ||J| (|D| + |g|)|| (m constraints),
+    about what rounding J . g and D to float64 leaves; each framework's D, in float64, meets it
+    with the dense J of mlp_ref (a J1 D left above it would move out1 by lr * J1 D, to first
+    order, beyond the round-off that test_frameworks_tutorial.py allows the drifts)."""
+    _, net, X, _ = setup
+    model = fx.model_from(net)
+    D = flatten(fx.as_mlp_ref(model, fx.project(model, X, G_QUESTION)))
+    g = flatten(fixes.naive(net, X, G_QUESTION))
+    J = dense_rows(net, X)
+    bound = (32 + len(X)) * np.finfo(np.float64).eps * (np.abs(J) @ (np.abs(D) + np.abs(g)))
+    assert np.all(np.abs(J @ D) <= bound)
+
+
+def test_jax_needs_three_passes_through_its_gram_on_the_seed_network(jax_fx):
+    """remove_rows' docstring: each pass leaves of |J1 v| at most eps * cond(J1 J1^T) of what
+    it found, "5e-5 on the seed network", and two passes leave more than the round-off of
+    mlp_ref's projection (the bound of the test above), three do not."""
+    fx = jax_fx
+    net, X, _ = seed_setup()
+    model = fx.model_from(net)
+    J = dense_rows(net, X)
+    factor = np.finfo(np.float64).eps * np.linalg.cond(J @ J.T)
+    assert 3e-5 < factor < 8e-5                                              # "5e-5"
+    J1, J1T, gram = fx.linearized(model, X)
+    g = fixes.naive(net, X, G_QUESTION)
+    residual, left = [np.max(np.abs(J @ flatten(g)))], []
+    for passes in (1, 2, 3):
+        D = flatten(fx.as_mlp_ref(model, fx.remove_rows(J1, J1T, fx.gram_pinv(gram),
+                                                         fx.naive(model, X, G_QUESTION), passes)))
+        residual.append(np.max(np.abs(J @ D)))
+        bound = (32 + len(X)) * np.finfo(np.float64).eps * (np.abs(J) @ (np.abs(D) + np.abs(flatten(g))))
+        left.append(bool(np.any(np.abs(J @ D) > bound)))
+    assert residual[1] <= factor * residual[0] and residual[2] <= factor * residual[1]
+    assert left == [True, True, False]
+
+
+def test_without_x64_jax_makes_float64_float32_and_importing_jax_fixes_switches_it_on(jax_fx):
+    """Why jax_fixes turns on jax_enable_x64 at import: in a fresh process JAX makes a float64
+    array float32 (with a warning); after ``import jax_fixes`` it is float64. (In a process of
+    its own: the switch is JAX's, for the whole process.)"""
+    code = ("import sys, warnings; warnings.simplefilter('ignore'); import jax.numpy as jnp; "
+            "print(jnp.asarray(0.1, dtype='float64').dtype); "
+            f"sys.path.insert(0, {str(FRAMEWORKS_DIR)!r}); import jax_fixes; "
+            "print(jnp.asarray(0.1, dtype='float64').dtype)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split() == ["float32", "float64"]

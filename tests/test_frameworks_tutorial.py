@@ -1,7 +1,7 @@
 """Tutorial 07 prints the framework code that runs, runs it, and every claim it makes holds.
 
-Run in this process with both frameworks (skipped without them, a failure in CI); its run with
-PyTorch and TensorFlow hidden, as on a teacher's machine with only numpy and matplotlib, is
+Run in this process with the three frameworks (skipped without them, a failure in CI); its run
+with PyTorch, TensorFlow and JAX hidden, as on a teacher's machine with only numpy and matplotlib, is
 tests/test_tutorials.py's, and its notebook tests/test_notebooks.py's.
 The numbers it prints are kept in its MEASURED dict; each is checked here against the claim the
 narration makes about it, and the prose's own numbers are recomputed from mlp_ref.
@@ -32,9 +32,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def with_frameworks():
-    """The tutorial run in this process, with both frameworks, as ``python tutorials/07_...py``
+    """The tutorial run in this process, with the three frameworks, as ``python tutorials/07_...py``
     runs it (run_headless: markdown printed, cells run, then SystemExit 0): (its namespace,
-    what it printed, the two fixes modules)."""
+    what it printed, the three fixes modules)."""
     modules = {name: load(framework) for name, framework in NAMES.items()}
     out = io.StringIO()
     namespace = {"__name__": "__main__", "__file__": str(TUTORIAL)}
@@ -52,10 +52,10 @@ def test_the_printed_source_is_the_code_that_runs(with_frameworks):
         assert source == inspect.getsource(getattr(modules[framework], name)).strip("\n")
 
 
-def test_with_frameworks_it_runs_both(with_frameworks):
+def test_with_frameworks_it_runs_all_three(with_frameworks):
     namespace, printed, _ = with_frameworks
     assert set(namespace["RUN"]) == set(NAMES)
-    assert "NOT RUN" not in printed and "Ran here: PyTorch, TensorFlow 2." in printed
+    assert "NOT RUN" not in printed and "Ran here: PyTorch, TensorFlow 2, JAX." in printed
 
 
 def measured(with_frameworks, quantity):
@@ -94,9 +94,10 @@ def test_freezing_moves_out1_by_exactly_zero(with_frameworks):
 
 @pytest.mark.parametrize("rule, order", [("naive", 1), ("project", 2)])
 def test_the_drift_slopes_are_1_and_2_in_every_framework(with_frameworks, rule, order):
-    """"1.00 for naive and 2.00 for project, in NumPy, PyTorch and TensorFlow, on both setups"."""
+    """"1.00 for naive and 2.00 for project, in NumPy, PyTorch, TensorFlow and JAX, on both
+    setups"."""
     slopes = measured(with_frameworks, f"{rule}: fitted slope of the drift, lr <= 1e-3")
-    assert len(slopes) == 4 and all(abs(s - order) < 0.005 for s in slopes.values())
+    assert len(slopes) == 2 * len(NAMES) and all(abs(s - order) < 0.005 for s in slopes.values())
     for res in with_frameworks[0]["beside"].values():
         # a logspace grid is 10 ** x rounded: its ends are 1e-5 and 1e-2 to a few ulps, and
         # which ulp depends on numpy's kernel for the power (AVX-512 gives 9.999999999999999e-06)
@@ -111,7 +112,7 @@ def test_each_framework_drifts_as_mlp_ref_worst_at_the_smallest_drift(with_frame
     values of out1 near 0.05, each known to a few units of its last digit"."""
     for rule in ("naive", "project"):
         differences = measured(with_frameworks, f"{rule}: drift, relative difference from mlp_ref")
-        assert len(differences) == 4 and all(v <= 1e-3 for v in differences.values())
+        assert len(differences) == 2 * len(NAMES) and all(v <= 1e-3 for v in differences.values())
     beside = with_frameworks[0]["beside"]
     net, X, _ = SETUPS["seed"]()
     out1 = net(X)[:, 0]
@@ -132,12 +133,12 @@ def test_each_framework_drifts_as_mlp_ref_worst_at_the_smallest_drift(with_frame
 
 
 def test_the_figure_from_the_run_with_both_draws_their_points(with_frameworks):
-    """What the notebook draws when both frameworks are installed (its kernel in
-    test_notebooks.py has them hidden)."""
+    """What the notebook draws when the three frameworks are installed (its kernel in
+    test_notebooks.py also runs with them hidden)."""
     from mlp_ref import plots
     beside = with_frameworks[0]["beside"]
     fig = plots.frameworks_drift_vs_lr(list(beside.values()))
-    assert "PyTorch and TensorFlow 2 lands on mlp_ref's curves" in fig.get_suptitle()
+    assert "PyTorch, TensorFlow 2 and JAX lands on mlp_ref's curves" in fig.get_suptitle()
     for ax, res in zip(fig.axes, beside.values()):
         lines = {line.get_label(): line.get_ydata() for line in ax.get_lines()}
         for framework in NAMES:
@@ -183,6 +184,29 @@ def test_projected_adam_and_its_bound(with_frameworks):
 def test_detach_follows_the_step_and_snapshot_does_not(with_frameworks):
     assert ("detach() holds the new weights: True;  snapshot() holds the old ones: True"
             in with_frameworks[1])
+
+
+def test_optax_masked_moves_out1_and_partition_holds_it(with_frameworks):
+    """"over the frozen leaves, max |update - g| is exactly 0.0" (and partition's update there
+    is 0.0); out1 moves "further than under
+    the naive step, on both setups; on the visible setup out2 even falls"; with optax.partition
+    "out1 moves by exactly 0.0, on the batch and on 256 unseen inputs"."""
+    for value in measured(with_frameworks, "optax.masked: max |update - g|, frozen leaves").values():
+        assert value == 0.0
+    for value in measured(with_frameworks, "optax.partition: max |update|, frozen leaves").values():
+        assert value == 0.0
+    for where in ("batch", "256 unseen"):
+        for value in measured(with_frameworks, f"optax.partition: |change of out1|, {where}").values():
+            assert value == 0.0
+    moved = measured(with_frameworks, "optax.masked: |change of out1|, batch")
+    assert len(moved) == 2
+    for (_, setup), value in moved.items():
+        net, X, _ = SETUPS[setup]()
+        stepped = net.copy().step(fixes.naive(net, X, G_QUESTION), setups.LR[setup])
+        assert value > np.max(np.abs(stepped(X)[:, 0] - net(X)[:, 0]))
+    assert measured(with_frameworks, "optax.masked: mean change of out2, batch")[("JAX", "visible")] < 0
+    for value in measured(with_frameworks, "optax.partition: mean change of out2, batch").values():
+        assert value > 0
 
 
 # -- the numbers of the prose, recomputed -------------------------------------------------------

@@ -23,7 +23,7 @@ def is_module(name):
 
 
 #: mlp_ref/resources/frameworks holds package data, not modules: files tutorial 07 puts on sys.path
-#: (torch_fixes, tf_fixes), which mlp_ref never imports
+#: (torch_fixes, tf_fixes, jax_fixes), which mlp_ref never imports
 DATA = PACKAGE / "resources" / "frameworks"
 MODULES = {module_name(p): ast.parse(p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))
            if DATA not in p.parents}

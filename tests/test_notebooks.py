@@ -8,11 +8,11 @@ with its figures; Colab opens it). Here:
 * (slow) each runs in a fresh Jupyter kernel from an empty folder (nbclient), and its outputs are
   those committed, the round-off of the machine aside (make.py's ``same_number`` derives how
   printed numbers are compared; figures by their size in pixels, not their bytes); its narration
-  is markdown, its figures PNG outputs, and no cell fails; tutorial 07 also runs with PyTorch and
-  TensorFlow hidden (tests/_hide_frameworks.py) and then says what it did not run.
+  is markdown, its figures PNG outputs, and no cell fails; tutorial 07 also runs with PyTorch,
+  TensorFlow and JAX hidden (tests/_hide_frameworks.py) and then says what it did not run.
 
 Needs the [notebooks] extra (jupytext, nbclient, ipykernel): skipped with a reason without it, a
-failure in CI. The committed tutorial 07 ran with both frameworks; its comparison needs them.
+failure in CI. The committed tutorial 07 ran with its three frameworks; its comparison needs them.
 """
 import base64
 import functools
@@ -208,9 +208,11 @@ def notebooks():
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_the_committed_outputs_are_a_fresh_runs(path, notebooks, nbformat):
-    if path.name == FRAMEWORKS_TUTORIAL:               # committed with both frameworks run
+    if path.name == FRAMEWORKS_TUTORIAL:               # committed with the three frameworks run
         require("torch", "frameworks")
         require("tensorflow", "frameworks")
+        require("jax", "frameworks")
+        require("optax", "frameworks")
     fresh = notebooks[path.name, False]
     assert make.output_differences(path.stem, committed(nbformat, path), fresh) == []
 
@@ -271,7 +273,7 @@ def test_07_shows_the_framework_code_as_python_listings_and_says_what_it_did_not
     cells = [c for c in notebooks[FRAMEWORKS_TUTORIAL, True].cells if c.cell_type == "code"]
     calls = [c for c in cells if c.source.startswith("source(")]
     assert len(calls) >= 15
-    files = {"PyTorch": "torch_fixes.py", "TensorFlow 2": "tf_fixes.py"}
+    files = {"PyTorch": "torch_fixes.py", "TensorFlow 2": "tf_fixes.py", "JAX": "jax_fixes.py"}
     listed = set()
     for cell in calls:
         markdown = [o["data"]["text/markdown"] for o in cell.outputs if "text/markdown" in o.get("data", {})]
@@ -295,6 +297,7 @@ def test_07_shows_the_framework_code_as_python_listings_and_says_what_it_did_not
     text = "".join(o.get("text", "") for c in cells for o in c.outputs)
     assert "PyTorch: NOT RUN here, torch is not installed" in text
     assert "TensorFlow 2: NOT RUN here, tensorflow is not installed" in text
+    assert "JAX: NOT RUN here, jax is not installed" in text
     assert "Ran here: nothing (no framework installed)." in text
 
 
@@ -348,7 +351,7 @@ def test_the_framework_files_tutorial_07_imports_ship_in_the_package():
     patterns = [p.strip() for p in cfg["options.package_data"]["mlp_ref.resources"].split(",")]
     package = ROOT / "mlp_ref" / "resources"
     shipped = {f for pattern in patterns for f in package.glob(pattern) if f.is_file()}
-    for name in ("torch_fixes.py", "tf_fixes.py", "README.md"):
+    for name in ("torch_fixes.py", "tf_fixes.py", "jax_fixes.py", "README.md"):
         assert frameworks_folder() / name in shipped
     assert frameworks_folder() == package / "frameworks"
 

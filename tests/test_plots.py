@@ -231,6 +231,12 @@ def test_the_frameworks_drift_figure_draws_each_implementations_points_on_the_re
     assert "not installed" not in everything.get_suptitle() and len(everything.axes) == 1
 
 
+def test_the_frameworks_drift_figure_refuses_more_implementations_than_it_has_markers():
+    four = {"who": ["mlp_ref", "a", "b", "c", "d"]}
+    with pytest.raises(ValueError, match="^results: at most 3 implementations"):
+        plots.frameworks_drift_vs_lr([four])
+
+
 def test_a_measurement_is_read_only_and_leaves_what_it_shares_writable():
     """The figures' measurements are handed out read-only, as views: the seed's backprop stages
     keep G_QUESTION, the module's constant, and freezing it in place made every later caller's

@@ -25,7 +25,7 @@ from mlp_ref.classroom import report, tutorial
 from mlp_ref.measurements import drift, fits, question
 from mlp_ref.setups import G_QUESTION, LR, seed_setup
 
-FRAMEWORKS = {"torch", "tensorflow", "jax", "keras", "functorch"}
+FRAMEWORKS = {"torch", "tensorflow", "jax", "optax", "keras", "functorch"}
 
 
 def run_script(path, *args):
@@ -396,6 +396,7 @@ def test_07_without_frameworks_runs_prints_every_function_and_says_what_it_did_n
     assert res.returncode == 0, res.stderr[-2000:]
     assert "PyTorch: NOT RUN here, torch is not installed" in res.stdout
     assert "TensorFlow 2: NOT RUN here, tensorflow is not installed" in res.stdout
+    assert "JAX: NOT RUN here, jax is not installed" in res.stdout
     assert "Ran here: nothing (no framework installed)" in res.stdout
     blocks = printed_sources(res.stdout)
     assert {name for _, name in blocks} >= {

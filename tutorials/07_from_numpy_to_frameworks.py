@@ -1,5 +1,5 @@
 # %% [markdown]
-# # Tutorial 07: from NumPy to frameworks: every fix in PyTorch and TensorFlow 2, run and checked
+# # Tutorial 07: from NumPy to frameworks: every fix in PyTorch, TensorFlow 2 and JAX, run and checked
 #
 # **The question** ([Stack Overflow 42182233](https://stackoverflow.com/questions/42182233)):
 # an MLP has two outputs, and the gradient of the loss with respect to the outputs is
@@ -7,13 +7,13 @@
 # too. How do we take a step that leaves out1 unchanged?
 #
 # The accepted answer is written in TensorFlow 1, and a student who outgrows a 26-parameter
-# NumPy network takes the fixes to PyTorch or TensorFlow 2. They ship inside the package
+# NumPy network takes the fixes to PyTorch, TensorFlow 2 or JAX. They ship inside the package
 # (`mlp_ref/resources/frameworks/`, found by `frameworks_folder()` from any folder) as functions
-# to import and call, `torch_fixes.py` and `tf_fixes.py`, each in its framework's own idiom,
-# with the same names (`model_from`, `naive`, `freeze`, `masked`, `project`,
-# `restore`, `penalty`, `adam_projected`, ...). This tutorial shows their source, read from those
-# files (what you read is what runs), and runs them for each framework that is installed, from
-# the weights of mlp-ref's two setups, beside the NumPy reference.
+# to import and call, `torch_fixes.py`, `tf_fixes.py` and `jax_fixes.py` (with optax), each in
+# its framework's own idiom, with the same names (`model_from`, `naive`, `freeze`, `masked`,
+# `project`, `restore`, `penalty`, `adam_projected`, ...). This tutorial shows their source, read
+# from those files (what you read is what runs), and runs them for each framework that is
+# installed, from the weights of mlp-ref's two setups, beside the NumPy reference.
 #
 # mlp-ref itself never imports a framework, and this tutorial runs without one: it then shows
 # the code and says what it did not run. To run everything: `pip install -e '.[frameworks]'`.
@@ -37,8 +37,9 @@ from mlp_ref.setups import G_QUESTION, SETUPS
 run_headless(globals())    # as a script: prints the text cells and runs the code; in Jupyter: nothing
 
 FOLDER = frameworks_folder()                # inside the installed package: found from any folder
-#: name shown -> (file in FOLDER, the framework's own module)
-FRAMEWORKS = {"PyTorch": ("torch_fixes", "torch"), "TensorFlow 2": ("tf_fixes", "tensorflow")}
+#: name shown -> (file in FOLDER, the modules it needs: the framework's own first)
+FRAMEWORKS = {"PyTorch": ("torch_fixes", ("torch",)), "TensorFlow 2": ("tf_fixes", ("tensorflow",)),
+              "JAX": ("jax_fixes", ("jax", "optax"))}
 LR = setups.LR                          # 0.1 on the seed network, 0.01 on the visible one
 MASK = np.array([0.0, 1.0])                  # the answer's mask
 SETUP = {name: make() for name, make in SETUPS.items()}      # name -> (net, X, Y)
@@ -59,9 +60,9 @@ def load(framework):
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.split(".")[0] != needs:
+        if exc.name is None or exc.name.split(".")[0] not in needs:
             raise                                           # a real error, not a missing framework
-        print(f"{framework}: NOT RUN here, {needs} is not installed;\n"
+        print(f"{framework}: NOT RUN here, {exc.name.split('.')[0]} is not installed;\n"
               f"  its code is shown all the same (pip install -e '.[frameworks]' to run it).")
         return None
 
@@ -101,13 +102,17 @@ def out1_after(fx):
 
 
 # %% [markdown]
-# ## 0. Two files, one set of functions
+# ## 0. Three files, one set of functions
 #
-# `torch_fixes.py` and `tf_fixes.py` define the same functions with the same meaning. A rule
-# takes a model, a batch $X$ and the output gradient $G$ (here the question's $G = [0, -1]$) and
-# returns a direction $D$ shaped like the parameters (a dict in PyTorch, a list in TensorFlow,
-# like `p.grad` and `tape.gradient`); `step(model, D, lr)` applies
-# $\theta \leftarrow \theta - \eta D$. In float64, from the same weights, every direction is
+# `torch_fixes.py`, `tf_fixes.py` and `jax_fixes.py` define the same functions with the same
+# meaning. A rule takes a model, a batch $X$ and the output gradient $G$ (here the question's
+# $G = [0, -1]$) and returns a direction $D$ shaped like the parameters (a dict in PyTorch, a
+# list in TensorFlow, like `p.grad` and `tape.gradient`; in JAX a pytree like the params, as
+# `jax.grad` returns it); `step(model, D, lr)` applies $\theta \leftarrow \theta - \eta D$
+# (in JAX, whose arrays never change, by making new params).
+#
+# Importing `jax_fixes` turns on JAX's `jax_enable_x64`, without which every float64 array would
+# be made float32. In float64, from the same weights, every direction is
 # compared below with `mlp_ref.fixes`: the claim is a relative difference
 # $\max|D - D_{\mathrm{ref}}| / \max|D_{\mathrm{ref}}|$ of at most 1e-12 (one exception, Adam's
 # projected update on the seed network, whose ill-conditioned $J_1$ leaves more: section 8).
@@ -122,13 +127,18 @@ print(f"frameworks run here: {', '.join(RUN) or 'none'};  their code is read fro
 #
 # `model_from(net)` builds the framework's model from an `mlp_ref.MLP`'s weights. mlp-ref and
 # the answer's TensorFlow code write $z_l = a_{l-1} W_l + b_l$, rows as samples;
-# `torch.nn.Linear` stores `weight` $= W^\top$. The outputs agree with `net(X)` to round-off.
+# `torch.nn.Linear` stores `weight` $= W^\top$ (Flax's `Dense` keeps $W$ as it is, as
+# `jax_fixes.Model` does: a pure function `apply(params, X)` and its params). The outputs agree
+# with `net(X)` to round-off.
 
 # %%
 source("PyTorch", "model_from")
 
 # %%
 source("TensorFlow 2", "as_dtype", "MLP", "model_from")
+
+# %%
+source("JAX", "Model", "model_from")
 
 # %%
 for name, fx in RUN.items():
@@ -141,17 +151,23 @@ for name, fx in RUN.items():
 #
 # `naive` is the vector-Jacobian product $g = \sum_k J_k^\top G_{:,k}$, with $J_k$ the Jacobian
 # of output $k$ over the batch and $G_{:,k}$ column $k$ of $G$ (`out.backward(G)`,
-# `tape.gradient` with `output_gradients=G`). `freeze` trains only the output layer, the
-# `var_list = [W2, b2]` of the answer's scripts: `requires_grad_(False)` in PyTorch, a shorter
-# variable list in TensorFlow. With $G = [0, -1]$ out1's own output weights get a zero gradient,
-# so out1 does not move at all: after a step of `freeze`, $\max|\Delta \mathrm{out}_1|$ is
-# exactly 0.0 on the batch and on 256 unseen inputs, in float64 and in float32.
+# `tape.gradient` with `output_gradients=G`, `jax.vjp`). `freeze` trains only the output layer,
+# the `var_list = [W2, b2]` of the answer's scripts: `requires_grad_(False)` in PyTorch, a
+# shorter variable list in TensorFlow, `jax.lax.stop_gradient` on the other parameters in JAX
+# (and in an optax training loop, section 10).
+#
+# With $G = [0, -1]$ out1's own output weights get a zero gradient, so out1 does not move at
+# all: after a step of `freeze`, $\max|\Delta \mathrm{out}_1|$ is exactly 0.0 on the batch and
+# on 256 unseen inputs, in float64 and in float32.
 
 # %%
 source("PyTorch", "naive", "output_layer", "freeze")
 
 # %%
 source("TensorFlow 2", "naive", "freeze")
+
+# %%
+source("JAX", "naive", "output_layer", "freeze")
 
 # %%
 probes = probe_inputs()
@@ -191,6 +207,9 @@ source("PyTorch", "masked_loss", "masked")
 source("TensorFlow 2", "masked_loss", "masked")
 
 # %%
+source("JAX", "masked_loss", "masked")
+
+# %%
 net, X, Y = SETUP["seed"]
 print(f"seed setup: the answer's loss2 = {losses.masked_mse(net(X), Y, MASK)[0]:.4f};\n"
       f"  masking the target too: {np.mean((MASK * (net(X) - Y)) ** 2):.4f};  "
@@ -213,17 +232,27 @@ for name, fx in RUN.items():
 # $$D = g - J_1^\top \alpha, \qquad \alpha = \mathrm{argmin}_\alpha \lVert J_1^\top \alpha - g \rVert,$$
 #
 # so that $J_1 D = 0$ and out1 drifts $O(\eta^2)$ on the batch. Two precision choices are made
-# here and said in the code: $J_1$ is computed in float64 whatever the model's dtype, and the
-# solve is a least-squares one on $J_1$ itself (an SVD in PyTorch, a complete orthogonal
-# decomposition in TensorFlow), never `pinv(J1 @ J1.T)`, whose condition number is the square of
-# $J_1$'s (2e11 on the seed network). The solve is done twice (iterative refinement, as
-# `mlp_ref.fixes` does). Measured: the direction equals mlp_ref's to 1e-12.
+# here and said in the code: $J_1$ is computed in float64 whatever the model's dtype, and in
+# PyTorch and TensorFlow the solve is a least-squares one on $J_1$ itself (an SVD in PyTorch, a
+# complete orthogonal decomposition in TensorFlow), never `pinv(J1 @ J1.T)` in the model's
+# dtype, whose condition number is the square of $J_1$'s (2e11 on the seed network).
+#
+# JAX goes the way `mlp_ref.fixes.nullspace` goes and never builds $J_1$: `jax.linearize` gives
+# $v \mapsto J_1 v$, `jax.linear_transpose` gives $\alpha \mapsto J_1^\top \alpha$, and the
+# $n \times n$ Gram $J_1 J_1^\top$ is $n$ of their products, pseudo-inverted in float64. The
+# projection is then done again on what it left of $J_1 D$ (iterative refinement, as
+# `mlp_ref.fixes` does): once more in PyTorch and TensorFlow, twice more through JAX's Gram,
+# whose squared condition number lets each pass remove only part of it. Measured: the direction
+# equals mlp_ref's to 1e-12.
 
 # %%
 source("PyTorch", "jacobian", "remove_rows", "project")
 
 # %%
 source("TensorFlow 2", "jacobian", "remove_rows", "project")
+
+# %%
+source("JAX", "linearized", "gram_pinv", "remove_rows", "project")
 
 # %%
 for name, fx in RUN.items():
@@ -241,7 +270,7 @@ for name, fx in RUN.items():
 # differences are at the smallest drift, about 1e-13 after a projected step of 1e-5 on the seed
 # network: a difference of two values of out1 near 0.05, each known to a few units of its last
 # digit.) The fitted log-log slopes over $\eta \le$ 1e-3 are 1.00 for naive and 2.00 for project,
-# in NumPy, PyTorch and TensorFlow, on both setups: $O(\eta)$ against $O(\eta^2)$.
+# in NumPy, PyTorch, TensorFlow and JAX, on both setups: $O(\eta)$ against $O(\eta^2)$.
 
 # %%
 beside = {setup: one_step_beside({name: out1_after(fx) for name, fx in RUN.items()},
@@ -281,6 +310,9 @@ source("PyTorch", "restore")
 source("TensorFlow 2", "restore")
 
 # %%
+source("JAX", "restore")
+
+# %%
 for name, fx in RUN.items():
     for setup, (net, X, _) in SETUP.items():
         model = fx.model_from(net)
@@ -301,7 +333,7 @@ for name, fx in RUN.items():
 # of the float32 weights, $D$ rounded to float32), and `restore` reaches float32 round-off, 1e-6
 # of $\max|\mathrm{out}_1^{\mathrm{ref}}|$, within 10 iterations. Done the float32 way, $J_1$
 # from the float32 model and `pinv(J1 @ J1.T)` in float32 (PyTorch's `project_with_pinv` below;
-# `tf_fixes.py` has no such variant), the same ratio is above 1e-4: $J_1$'s
+# `tf_fixes.py` and `jax_fixes.py` have no such variant), the same ratio is above 1e-4: $J_1$'s
 # own rounding, about 1e-7 of its size, is large against the tiny cross-talk $J_1 g$, and the
 # Gram matrix squares the conditioning.
 
@@ -355,6 +387,9 @@ source("PyTorch", "penalty", "largest_stable_lam")
 source("TensorFlow 2", "penalty", "largest_stable_lam")
 
 # %%
+source("JAX", "penalty", "largest_stable_lam")
+
+# %%
 lam = rules.PENALTY_LAM
 net, X, _ = SETUP["visible"]
 out1_ref = net(X)[:, 0]
@@ -388,8 +423,11 @@ for name, fx in RUN.items():
 # $J_1$ computed at the weights *before* this step (a $J_1$ kept from an earlier step no longer
 # describes out1). Keras needs two more choices, said in `tf_fixes.adam`: its Python-float
 # hyperparameters would be float32 constants even for a float64 model, and it adds $\epsilon$ to
-# `sqrt(v)`, not to the bias-corrected `sqrt(v_hat)` as PyTorch and mlp-ref do; with $\epsilon$ =
-# 1e-30 below, where it goes does not matter.
+# `sqrt(v)`, not to the bias-corrected `sqrt(v_hat)` as PyTorch, optax and mlp-ref do; with
+# $\epsilon$ = 1e-30 below, where it goes does not matter.
+#
+# optax needs neither: a Python float takes the params' dtype, and the update is a value that
+# optax returns (the step adds it), not a difference of the weights before and after.
 #
 # Over three steps the update equals `mlp_ref.optim.Adam(constraint=nullspace, order="update")`'s
 # to 1e-12 on the visible setup. Not on the seed network: with $\mathrm{cond}(J_1) \approx$ 5e5,
@@ -403,6 +441,9 @@ source("PyTorch", "adam", "adam_projected")
 
 # %%
 source("TensorFlow 2", "adam", "adam_projected")
+
+# %%
+source("JAX", "adam", "adam_projected")
 
 # %%
 for setup, (net, X, _) in SETUP.items():
@@ -451,19 +492,72 @@ else:
     print("PyTorch: NOT RUN here (not installed); the trap is shown above in snapshot's docstring.")
 
 # %% [markdown]
+# ## 10. A JAX trap: optax.masked is not a freeze
+#
+# In optax the answer's `var_list` belongs to the optimizer, and the obvious way to write it,
+# `optax.masked(optax.sgd(lr), trainable)`, freezes nothing. `optax.masked` applies `sgd` to the
+# leaves the mask marks True and passes the others' updates through *unchanged* ("the rest are
+# passed through", says its docstring): a frozen parameter's update is its raw gradient $g$, and
+# `optax.apply_updates` adds it, $\theta \leftarrow \theta + g$: a step of size 1 *up* the
+# gradient, $1/\eta$ times as long as the naive rule's step and the other way.
+#
+# The "frozen" trunk moves, and out1 with it, further than under the naive step, on both setups;
+# on the visible setup out2 even falls. Measured below: over the frozen leaves,
+# $\max|\text{update} - g|$ is exactly 0.0 (the update IS the gradient). Freezing in optax is
+# `optax.partition` with `optax.set_to_zero()` for the frozen labels (`sgd_var_list`), or
+# `optax.transforms.freeze` chained before `sgd` (its mask marks what is *frozen*, the opposite
+# sense from `masked`'s): then out1 moves by exactly 0.0, on the batch and on 256 unseen inputs.
+
+# %%
+source("JAX", "sgd_var_list", "sgd_masked", "optimizer", "optax_step")
+
+# %%
+if "JAX" in RUN:
+    fx = RUN["JAX"]
+    for setup, (net, X, _) in SETUP.items():
+        stepped = net.copy().step(fixes.naive(net, X, G_QUESTION), LR[setup])
+        print(f"  mlp_ref      {setup:8} naive step at lr {LR[setup]}: |change of out1|, batch "
+              f"{np.max(np.abs(stepped(X)[:, 0] - net(X)[:, 0])):.1e}")
+        for label, make in (("optax.masked", fx.sgd_masked), ("optax.partition", fx.sgd_var_list)):
+            model = fx.model_from(net)
+            before = {"batch": fx.outputs(model, X), "256 unseen": fx.outputs(model, probes)}
+            g = fx.naive(model, X, G_QUESTION)
+            opt = fx.optimizer(model, make(model, LR[setup]))
+            updates = fx.optax_step(model, opt, X, G_QUESTION)
+            frozen = [k for k in model.params if k not in fx.output_layer(model)]
+            if label == "optax.masked":              # what a frozen leaf's update is: g itself
+                note("JAX", f"{label}: max |update - g|, frozen leaves", setup,
+                     max(float(np.max(np.abs(updates[k] - g[k]))) for k in frozen))
+            else:                                    # ... or nothing
+                note("JAX", f"{label}: max |update|, frozen leaves", setup,
+                     max(float(np.max(np.abs(updates[k]))) for k in frozen))
+            for where, inputs in (("batch", X), ("256 unseen", probes)):
+                note("JAX", f"{label}: |change of out1|, {where}", setup,
+                     drift(fx, model, inputs, before[where][:, 0]))
+            note("JAX", f"{label}: mean change of out2, batch", setup,
+                 float(np.mean(fx.outputs(model, X)[:, 1] - before["batch"][:, 1])), ".3g")
+else:
+    print("JAX: NOT RUN here (not installed); the trap is said above in sgd_masked's docstring.")
+
+# %% [markdown]
 # ## What to remember
 #
 # In a framework as in NumPy: freezing (`var_list`, `requires_grad`) holds out1 exactly, on
 # every input; a mask alone never does (and with $G = [0, -1]$ it changes nothing); projection
 # holds it to first order on the batch if $J_1$ and the solve are done in float64 with a
-# least-squares solve, and restoring steps to round-off if the reference was taken before the
-# step; with Adam, project the update with a fresh $J_1$; a penalty only pulls, and diverges
-# above about $\lambda = 2 / (\eta \lambda_{max})$ (linearised: check it again as the network
-# trains). Copy weights with `clone()`, not `detach()`; hand TensorFlow float64 tensors, not
-# Python floats.
+# least-squares solve (or through the Gram, refined to round-off), and restoring steps to
+# round-off if the reference was taken before the step; with Adam, project the update with a
+# fresh $J_1$; a penalty only pulls, and diverges above about
+# $\lambda = 2 / (\eta \lambda_{max})$ (linearised: check it again as the network trains).
 #
-# Exercise: port one solution of `tutorials/exercises/solutions/` to PyTorch or TensorFlow, and
-# check it against `mlp_ref` as this tutorial does.
+# Copy weights with `clone()`, not `detach()`; hand TensorFlow float64 tensors, not
+# Python floats; in optax, freeze with `partition` and `set_to_zero` (or `transforms.freeze`),
+# never with `masked`, which passes the frozen gradients through.
+#
+# Exercises: port one solution of `tutorials/exercises/solutions/` to PyTorch, TensorFlow or
+# JAX, and check it against `mlp_ref` as this tutorial does. And the one of
+# `mlp_ref/resources/frameworks/README.md`: predict, before running it, what
+# `optax.masked(optax.sgd(lr), trainable)` does to the frozen layer and to out1.
 
 # %%
 print(f"Ran here: {', '.join(RUN) or 'nothing (no framework installed)'}.")

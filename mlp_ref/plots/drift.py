@@ -106,13 +106,20 @@ def _drift_title(rules):
 #: How another implementation's points are drawn over the reference's curves in
 #: ``frameworks_drift_vs_lr``: large and hollow, so the reference's line shows through them.
 _OTHER_MARKERS = [{"marker": "s", "ms": 13, "mfc": "none", "mew": 1.6},
-                  {"marker": "P", "ms": 9, "mew": 0.6, "mec": "white"}]
+                  {"marker": "P", "ms": 9, "mew": 0.6, "mec": "white"},
+                  {"marker": "D", "ms": 17, "mfc": "none", "mew": 1.2}]
+
+
+def _listed(names):
+    """"A", "A and B", "A, B and C"."""
+    return " and ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
 
 
 @styled
 def frameworks_drift_vs_lr(results, missing=(), axes=None):
     """out1's drift after one step, against lr: the reference's curves, and on them the points
-    of the same step taken by other code (tutorial 07: PyTorch and TensorFlow 2).
+    of the same step taken by other code (tutorial 07: PyTorch, TensorFlow 2 and JAX; up to
+    three others, one marker each).
 
     ``results`` is a list of ``drift.one_step_beside(...)``, one panel each: mlp_ref's drift per
     rule as a line, each other implementation's as large hollow markers over it, guide lines
@@ -120,6 +127,11 @@ def frameworks_drift_vs_lr(results, missing=(), axes=None):
     names of implementations that were not run (not installed), said under the panels.
     ``axes``: one per result.
     """
+    others = results[0]["who"][1:]
+    if len(others) > len(_OTHER_MARKERS):
+        raise ValueError(f"results: at most {len(_OTHER_MARKERS)} implementations beside mlp_ref "
+                         f"can be told apart, got {len(others)}: {others}")
+
     def make():
         fig = new_figure(13.0, 6.4)
         return fig, fig.subplots(1, len(results), sharey=True)
@@ -151,7 +163,7 @@ def frameworks_drift_vs_lr(results, missing=(), axes=None):
     fig.legend(handles, labels, loc="outside lower center", ncols=len(results[0]["rules"]),
                fontsize=11)
     ran = results[0]["who"][1:]
-    title = (f"The same step in {' and '.join(ran)} lands on mlp_ref's curves: "
+    title = (f"The same step in {_listed(ran)} lands on mlp_ref's curves: "
              if ran else "One step in mlp_ref: ")
     title += "naive moves out1 O(lr), projection O(lr\u00b2)"
     if missing:

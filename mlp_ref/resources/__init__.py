@@ -12,8 +12,8 @@ so that an installed wheel finds them from any working directory.
     field_table.json       the field's table on permuted digits that field_accuracy.png,
                            field_acc_bwt.png and tutorial 09 are drawn from
                            (``python -m mlp_ref continual-table --json``, ``permuted.load``)
-    frameworks/            torch_fixes.py and tf_fixes.py, every fix in PyTorch and TensorFlow 2,
-                           with their README: files to read and import (tutorial 07), never
+    frameworks/            torch_fixes.py, tf_fixes.py and jax_fixes.py, every fix in PyTorch,
+                           TensorFlow 2 and JAX, with their README: files to read and import (tutorial 07), never
                            imported by mlp_ref itself, so that no framework is needed to use it
     README.md              where each file comes from: the digits' source, licence, attribution
 """
@@ -35,8 +35,9 @@ CONTINUAL_COST_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), C
 
 
 def frameworks_folder():
-    """The folder of ``torch_fixes.py`` and ``tf_fixes.py`` (a ``pathlib.Path``), wherever the
-    package is installed: put it on ``sys.path`` to import them. Reading it imports nothing."""
+    """The folder of ``torch_fixes.py``, ``tf_fixes.py`` and ``jax_fixes.py`` (a
+    ``pathlib.Path``), wherever the package is installed: put it on ``sys.path`` to import them.
+    Reading it imports nothing."""
     return Path(str(resources.files(__name__).joinpath("frameworks")))
 
 

@@ -15,7 +15,7 @@ folder with only the package installed (tutorial 07 reads its framework files fr
 ``mlp_ref.resources.frameworks_folder()``). What varies from run to run is left out of the file:
 no execution times, no interpreter version, cell ids numbered in order; so the same outputs give
 the same bytes. Tutorial 07 runs the frameworks that are installed where this runs (the committed
-notebook: PyTorch and TensorFlow, as CI installs them) and says what it did not run.
+notebook: PyTorch, TensorFlow and JAX, as CI installs them) and says what it did not run.
 
 :func:`differences` says how a committed notebook differs from a fresh run, the round-off of the
 machine aside (its docstring derives what is compared how); ``tests/test_notebooks.py`` fails on
