@@ -38,6 +38,10 @@ PAGE_CURVE_LRS = tuple(float(x) for x in np.logspace(-4, 0, 13))
 #: The page's files (``mlp_ref/resources/explorer/``): the template, its style, the mathematics
 #: (the transcription) and the drawing, put into the template where it names them.
 PAGE_FILES = {"/*STYLE*/": "page.css", "/*MATH*/": "mlp.js", "/*DRAWING*/": "page.js"}
+#: The live window's drift curve: max |delta out1| at these lrs (the current lr is marked on it).
+LIVE_LRS = tuple(np.logspace(-4, -0.5, 8))
+#: The live window's slider ranges: log10 lr, steps, log10 lam.
+LIVE_RANGES = {"lr": (-4.0, -0.5), "steps": (1, 100), "lam": (-2.0, 1.3)}
 SETUP_LABELS = {"seed": "seed: 3-4-2 sigmoid", "visible": "visible: 3-16-16-2 tanh"}
 
 
@@ -55,8 +59,9 @@ def setup_data(name):
 def page_data(setups=tuple(SETUPS), log=None):
     """What the page embeds: every setup of ``setups`` (``setup_data``), the fixes and which of them
     hold out1 exactly (``rules.Rule.exact``), the controls' ranges and the round-off band."""
-    data = {"setups": {}, "fixes": list(measure.FIXES), "exact": [f for f in measure.FIXES if f in RULES and RULES[f].exact],
-            "penalty_lam": PENALTY_LAM, "ranges": PAGE_RANGES, "curve_lrs": list(PAGE_CURVE_LRS),
+    data = {"setups": {}, "fixes": list(measure.FIXES),
+            "exact": [f for f in measure.FIXES if f in RULES and RULES[f].exact], "penalty_lam": PENALTY_LAM,
+            "ranges": PAGE_RANGES, "curve_lrs": list(PAGE_CURVE_LRS),
             "roundoff": ROUNDOFF}
     for name in setups:
         if log is not None:
@@ -89,10 +94,13 @@ def write_html(path, log=None):
 
 # -- the live window ------------------------------------------------------------------------------
 def live_measure(setup, fix, lr, steps, lam):
-    """(state, curve) for the live window: ``explorer.state`` and its drift at ``LIVE_LRS``."""
+    """(state, curve) for the live window: ``explorer.state``, its drift at ``LIVE_LRS`` and the
+    setup's ``fixes.penalty_limit`` at its start (which the window names when lr lam is past it)."""
     drift, diverged = measure.drift_curve(setup, fix, LIVE_LRS, steps, lam)
+    net, X, _ = SETUPS[setup]()
     return (measure.state(setup, fix, lr, steps, lam),
-            {"lrs": np.array(LIVE_LRS), "drift": drift, "diverged": diverged})
+            {"lrs": np.array(LIVE_LRS), "drift": drift, "diverged": diverged,
+             "penalty_limit": float(fixes.penalty_limit(net, X))})
 
 
 def explorer(fig=None):

@@ -38,8 +38,16 @@
   }
 
   // MLP.forward: z_l = a_{l-1} @ W_l + b_l, a_l = f_l(z_l); returns {a, z} (a[0] = X) or null
-  // when the output is not finite (where MLP.forward raises forward_overflow)
+  // when the output is not finite (where MLP.forward raises forward_overflow). A network's
+  // parameters never change here (a step makes a new network), so its record on the batch is kept.
   function forward(net, X, n) {
+    if (net.record === undefined || net.recordX !== X) {
+      net.record = forwardPass(net, X, n);
+      net.recordX = X;
+    }
+    return net.record;
+  }
+  function forwardPass(net, X, n) {
     const a = [X], z = [null];
     for (let l = 1; l < net.sizes.length; l++) {
       const p = net.sizes[l - 1], q = net.sizes[l], W = net.W[l - 1], bias = net.b[l - 1];
@@ -365,36 +373,54 @@
   // overflows, or leaves a parameter or an output not finite, is not taken, and the state is
   // diverged. Returns {gain, drift_batch, taken, diverged, delta (n x 2), weights, sizes}.
   function makeNet(setup) {
-    const L = setup.sizes.length - 1;
     return { sizes: setup.sizes, acts: setup.acts, W: setup.W.map((w) => Float64Array.from(w.flat())),
-             b: setup.b.map((v) => Float64Array.from(v)), L };
+             b: setup.b.map((v) => Float64Array.from(v)) };
+  }
+
+  // The steps of ``fix`` from the start of ``setup``, taken one at a time (``advance``), every
+  // network kept: ``at(steps)`` is then state(setup, fix, lr, steps, lam) for any steps up to those
+  // taken, which the page uses to answer a change of steps at once and to spread a long run over
+  // several slices of time.
+  function trajectory(setup, fix, lr, lam) {
+    if (!FIXES.includes(fix)) throw new Error(`fix: expected one of ${FIXES}, got ${fix}`);
+    const n = setup.X.length, X = Float64Array.from(setup.X.flat()), K = setup.sizes[setup.sizes.length - 1];
+    const net0 = makeNet(setup), L = setup.sizes.length - 1;
+    const before = forward(net0, X, n).a[L];
+    const ref = new Float64Array(n);
+    for (let i = 0; i < n; i++) ref[i] = before[i * K];             // out1 at the start
+    const nets = [net0];
+    let stopped = false;                                             // a step overflowed
+    return {
+      get taken() { return nets.length - 1; },
+      get stopped() { return stopped; },
+      advance() {                                                    // one more step, if it can
+        if (stopped) return false;
+        const trial = takeStep(fix, nets[nets.length - 1], X, n, lr, ref, lam);
+        if (trial === null || forward(trial, X, n) === null) { stopped = true; return false; }
+        nets.push(trial);
+        return true;
+      },
+      at(steps) {                                                    // the state after ``steps``
+        const taken = Math.min(steps, nets.length - 1), net = nets[taken];
+        const after = forward(net, X, n).a[L];
+        const delta = after.map((v, c) => v - before[c]);
+        let drift = 0, sum = 0;
+        for (let i = 0; i < n; i++) {
+          drift = Math.max(drift, Math.abs(delta[i * K]));          // max |delta out1|
+          sum += delta[i * K + 1];                                   // for the mean delta out2
+        }
+        const weights = { W: net.W.map((w, l) => w.map((v, k) => Math.abs(v - net0.W[l][k]))),
+                          b: net.b.map((v, l) => v.map((x, k) => Math.abs(x - net0.b[l][k]))) };
+        return { gain: sum / n, drift_batch: drift, taken, diverged: taken < steps, delta, weights,
+                 sizes: setup.sizes };
+      },
+    };
   }
 
   function state(setup, fix, lr, steps, lam) {
-    if (!FIXES.includes(fix)) throw new Error(`fix: expected one of ${FIXES}, got ${fix}`);
-    const n = setup.X.length, X = Float64Array.from(setup.X.flat()), K = setup.sizes[setup.sizes.length - 1];
-    const net0 = makeNet(setup);
-    const before = forward(net0, X, n).a[setup.sizes.length - 1];
-    const ref = new Float64Array(n);
-    for (let i = 0; i < n; i++) ref[i] = before[i * K];             // out1 at the start
-    let net = net0, taken = 0;
-    for (let s = 0; s < steps; s++) {
-      const trial = takeStep(fix, net, X, n, lr, ref, lam);
-      if (trial === null || forward(trial, X, n) === null) break;
-      net = trial;
-      taken++;
-    }
-    const after = forward(net, X, n).a[setup.sizes.length - 1];
-    const delta = after.map((v, c) => v - before[c]);
-    let drift = 0, sum = 0;
-    for (let i = 0; i < n; i++) {
-      drift = Math.max(drift, Math.abs(delta[i * K]));
-      sum += delta[i * K + 1];
-    }
-    const weights = { W: net.W.map((w, l) => w.map((v, k) => Math.abs(v - net0.W[l][k]))),
-                      b: net.b.map((v, l) => v.map((x, k) => Math.abs(x - net0.b[l][k]))) };
-    return { gain: sum / n, drift_batch: drift, taken, diverged: taken < steps, delta, weights,
-             sizes: setup.sizes };
+    const run = trajectory(setup, fix, lr, lam);
+    while (run.taken < steps && run.advance());
+    return run.at(steps);
   }
 
   // The page's window.mlpRef: state({setup, fix, lr, steps, lam}) with the setups' names, from the
@@ -406,6 +432,9 @@
         if (!(setup in data.setups)) throw new Error(`setup: expected one of ${Object.keys(data.setups)}, got ${setup}`);
         return state(data.setups[setup], fix, Number(lr), Math.trunc(Number(steps)), Number(lam));
       },
+      trajectory({ setup, fix, lr, lam = data.penalty_lam }) {
+        return trajectory(data.setups[setup], fix, Number(lr), Number(lam));
+      },
       penaltyLimit(setup) {
         const s = data.setups[setup];
         return penaltyLimit(makeNet(s), Float64Array.from(s.X.flat()), s.X.length);
@@ -413,7 +442,7 @@
     };
   }
 
-  const api = { FIXES, explorer, state, penaltyLimit, makeNet, forward, gradient, jacobian, gram, eigh,
+  const api = { FIXES, explorer, state, trajectory, penaltyLimit, makeNet, forward, gradient, jacobian, gram, eigh,
                 gramSolver, sigmoid };
   if (typeof module !== "undefined" && module.exports) module.exports = api;
   else root.mlpMath = api;

@@ -22,7 +22,8 @@
   function num(x, digits = 4) {           // a signed number, short
     if (!Number.isFinite(x)) return String(x);
     const a = Math.abs(x);
-    const text = a !== 0 && (a < 1e-3 || a >= 1e5) ? sci(x) : x.toPrecision(digits).replace(/\.?0+$/, "");
+    const fixed = a >= 10 ** (digits - 1) ? x.toFixed(1) : x.toPrecision(digits);   // never 1.1e+3
+    const text = a !== 0 && (a < 1e-3 || a >= 1e5) ? sci(x) : fixed.replace(/(\.\d*?)0+$/, "$1").replace(/\.$/, "");
     return (x > 0 ? "+" : "") + text.replace("-", "\u2212");
   }
   function driftText(value, held) {
@@ -84,27 +85,43 @@
              lr: lr > 0 && Number.isFinite(lr) ? lr : null, lam: lam >= 0 && Number.isFinite(lam) ? lam : null };
   }
 
-  // -- the drift curve: computed a few points at a time after each redraw, kept per setting -------
+  // -- the work: every state is a trajectory advanced a slice of time at a time ----------------------
+  // A long run (the visible setup's project+restore, 200 steps, takes a second on a phone) is
+  // never done in one go: a redraw computes for at most SLICE ms (12), draws what it has (the heading
+  // says how far it got), and the rest follows in further slices, so that the page always answers.
+  const SLICE = 12;
+  let current = null, pending = null;
+  const runKey = (s) => [s.setup, s.fix, s.lr, s.fix === "penalty" ? s.lam : "-"].join("|");
+  function advance(run, steps, until) {        // true when the state after ``steps`` is known
+    while (run.taken < steps && performance.now() < until && run.advance());
+    return run.taken >= steps || run.stopped;
+  }
+
+  // the drift curve: the same setup, fix, steps and lam at every lr of data.curve_lrs, kept per setting
   const curves = new Map();
-  let pending = null;
   function curveKey(s) { return [s.setup, s.fix, s.steps, s.fix === "penalty" ? s.lam : "-"].join("|"); }
   function curveOf(s) {
     const key = curveKey(s);
-    if (!curves.has(key)) curves.set(key, new Array(data.curve_lrs.length).fill(null));
+    if (!curves.has(key)) curves.set(key, data.curve_lrs.map(() => ({ run: null, state: null })));
     return curves.get(key);
   }
-  function fillCurve(s, current) {
-    clearTimeout(pending);
-    const points = curveOf(s), key = curveKey(s);
-    if (points.every((p) => p !== null)) return;
-    pending = setTimeout(function work() {
-      const until = performance.now() + 12;          // a slice of work, then the page answers again
-      for (let i = 0; i < points.length && performance.now() < until; i++) {
-        if (points[i] === null) points[i] = mlpRef.state({ ...s, lr: data.curve_lrs[i] });
+  function work(s) {                           // one slice: the state first, then the curve's points
+    const until = performance.now() + SLICE;
+    if (current.state === null) {
+      if (advance(current.run, s.steps, until)) current.state = current.run.at(s.steps);
+      show(s);
+    } else {
+      const points = curveOf(s);
+      for (const [i, p] of points.entries()) {
+        if (p.state !== null) continue;
+        p.run = p.run || mlpRef.trajectory({ ...s, lr: data.curve_lrs[i] });
+        if (advance(p.run, s.steps, until)) { p.state = p.run.at(s.steps); p.run = null; }
+        if (performance.now() >= until) break;
       }
-      if (curveKey(settings()) === key) drawDrift(s, current);
-      if (points.some((p) => p === null)) pending = setTimeout(work, 0);
-    }, 0);
+      drawDrift(s, current.state);
+    }
+    const left = current.state === null || curveOf(s).some((p) => p.state === null);
+    pending = left ? setTimeout(() => work(s), 0) : null;
   }
 
   // -- SVG helpers -----------------------------------------------------------------------------------
@@ -148,7 +165,7 @@
 
   // -- panel 2: out1's drift against lr, this lr ringed ------------------------------------------------
   function drawDrift(s, st) {
-    const held = data.exact.includes(s.fix), points = curveOf(s);
+    const held = data.exact.includes(s.fix), points = curveOf(s).map((p) => p.state);
     const W = 520, H = 250, left = 86, right = W - 14, top = 12, bottom = H - 64;
     const known = points.filter((p) => p !== null);
     const values = [...known.map((p) => p.drift_batch), st.drift_batch].filter((v) => v > ROUNDOFF && Number.isFinite(v));
@@ -198,7 +215,8 @@
     const y = (l, j) => pad + ((j + 0.5) / sizes[l]) * (H - 2 * pad);
     let top = 0;
     for (const w of st.weights.W) for (const v of w) top = Math.max(top, v);
-    let still = "", moved = "", nodes = "";
+    let still = "", nodes = "";
+    const moved = new Array(8).fill("");
     const rows = [];
     for (let l = 1; l <= L; l++) {
       const p = sizes[l - 1], q = sizes[l], w = st.weights.W[l - 1];
@@ -206,9 +224,8 @@
       for (let k = 0; k < p; k++) for (let j = 0; j < q; j++) {
         const v = w[k * q + j], seg = `M${x(l - 1).toFixed(1)},${y(l - 1, k).toFixed(1)}L${x(l).toFixed(1)},${y(l, j).toFixed(1)}`;
         largest = Math.max(largest, v);
-        if (v === 0) { zeros++; still += seg; } else {
-          const t = top > 0 ? v / top : 0;
-          moved += `<path class="edge" d="${seg}" stroke-width="${(0.4 + 3.2 * t).toFixed(2)}" stroke-opacity="${(0.25 + 0.75 * t).toFixed(2)}"/>`;
+        if (v === 0) { zeros++; still += seg; } else {   // eight shades of moved: eight paths, not 336
+          moved[Math.min(7, Math.floor(8 * (top > 0 ? v / top : 0)))] += seg;
         }
       }
       const b = st.weights.b[l - 1];
@@ -224,13 +241,23 @@
     }
     const labels = text(x(L) + 12, y(L, 0) + 4, "out1") + text(x(L) + 12, y(L, 1) + 4, "out2");
     const legend = text(pad, H - 4, "solid: moved (thicker: more); dotted: not moved, 0.0", 'class="muted"');
-    $("network").innerHTML = svg(W, H, `<path class="still" d="${still}"/>${moved}${nodes}${labels}${legend}`);
+    const edges = moved.map((d, i) => d && `<path class="edge" d="${d}" stroke-width="${(0.6 + 0.4 * i).toFixed(1)}" ` +
+                                          `stroke-opacity="${(0.3 + 0.1 * i).toFixed(1)}"/>`).join("");
+    $("network").innerHTML = svg(W, H, `<path class="still" d="${still}"/>${edges}${nodes}${labels}${legend}`);
     table("network-table", ["layer", "weights", "moved", "not moved (0.0)", "max |\u0394w|", "biases", "moved", "max |\u0394b|"], rows);
   }
 
   // -- the heading, the numbers and the notes --------------------------------------------------------
-  function describe(s, st) {
+  function describe(s, st, done) {
     const held = data.exact.includes(s.fix), setup = data.setups[s.setup];
+    $("numbers").setAttribute("aria-busy", String(!done));
+    if (!done) {
+      $("heading").textContent = `computing: ${st.taken} of ${s.steps} steps of ${s.fix} at lr = ${short(s.lr)}\u2026`;
+      $("taken").textContent = `computing step ${st.taken + 1} of ${s.steps}\u2026 (the numbers: after step ${st.taken})`;
+      document.querySelector('[data-measure="gain"]').textContent = num(st.gain);
+      document.querySelector('[data-measure="drift_batch"]').textContent = driftText(st.drift_batch, held);
+      return;
+    }
     const lam = s.fix === "penalty" ? `, \u03bb = ${short(s.lam)}` : "";
     const steps = `${st.taken} step${st.taken === 1 ? "" : "s"}`;
     $("heading").textContent = `${steps} of ${s.fix} at lr = ${short(s.lr)}${lam}, ${setup.label}, G = [0, \u22121]` +
@@ -256,21 +283,37 @@
     return bad;
   }
 
-  // -- a redraw: the state the controls name, now; its drift curve, a few points at a time --------
-  function redraw() {
-    const t0 = performance.now();
-    const s = settings();
-    if (invalid(s)) return;
-    const st = mlpRef.state(s);
-    describe(s, st);
+  // -- a redraw: the state the controls name (as far as one slice gets), then the rest ----------------
+  function show(s) {
+    const run = current.run, done = current.state !== null;
+    const st = done ? current.state : run.at(run.taken);
+    describe(s, st, done);
     drawBars(st, data.exact.includes(s.fix));
     drawDrift(s, st);
     drawNetwork(st);
+  }
+  function redraw() {
+    const t0 = performance.now();
+    const s = settings();
+    clearTimeout(pending);
+    if (invalid(s)) return;
+    if (current === null || current.key !== runKey(s)) {
+      current = { key: runKey(s), run: mlpRef.trajectory(s), state: null };
+    }
+    current.state = null;
+    if (advance(current.run, s.steps, t0 + SLICE)) current.state = current.run.at(s.steps);
+    show(s);
     syncSliders();
-    mlpRef.lastRedraw = { settings: s, ms: performance.now() - t0 };
-    fillCurve(s, st);
+    mlpRef.lastRedraw = { settings: s, ms: performance.now() - t0, complete: current.state !== null };
+    pending = setTimeout(() => work(s), 0);
   }
   form.addEventListener("input", redraw);
   form.addEventListener("submit", (event) => event.preventDefault());
   redraw();
+  // one step of every fix on every setup, one at a time while the page is idle: the browser
+  // compiles each function on its first use, which would otherwise fall in a reader's first change
+  const warm = Object.keys(data.setups).flatMap((setup) => data.fixes.map((fix) => ({ setup, fix, lr: 0.01, steps: 1 })));
+  (function warmUp() {
+    if (warm.length) setTimeout(() => { mlpRef.state(warm.pop()); warmUp(); }, 20);
+  })();
 })();
