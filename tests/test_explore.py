@@ -83,6 +83,36 @@ def test_every_widget_redraws_and_nothing_is_past_the_edge():
     assert live.values() == ("visible", "project+restore", pytest.approx(0.01), 20, pytest.approx(1.0))
 
 
+@pytest.mark.slow
+def test_the_window_says_where_the_penalty_diverged_past_its_limit():
+    """The visible setup's penalty at lr 0.1, lam 5, 100 steps: the title names the steps taken
+    and the step that diverged, the out2 panel says lr lam is past penalty_limit (with its value),
+    and the drift axis is labelled above 10^0, up to where the drift went; the "exactly 0" row
+    lies below the round-off band, not in it."""
+    from mlp_ref import fixes
+    from mlp_ref.plots.axes import ZERO_FLOOR
+    live = explorable.explorer()
+    live.setup.set_active(1)
+    live.fix.set_active(list(measure.FIXES).index("penalty"))
+    live.lam.set_val(np.log10(5.0))
+    live.steps.set_val(100)
+    state = check_against_measurement(live)
+    assert state["diverged"]
+    title = live.fig.get_suptitle()
+    assert f"{state['taken']} steps of lr = 0.1" in title and f"diverged at step {state['taken'] + 1}" in title
+    net, X, _ = setups.visible_setup()
+    notes = " ".join(t.get_text() for t in live.axes["out2"].texts)
+    assert "past the penalty's stability limit" in notes and f"{fixes.penalty_limit(net, X):.3g}" in notes
+    ax = live.axes["drift"]
+    top = max(t for t in ax.get_yticks() if t > 0)
+    assert top >= np.sqrt(state["drift_batch"]) > 1.0       # labelled above 10^0, most of the way up
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[:2] == ["0", "round-off"] and len(labels) == len(ax.get_yticks())
+    from matplotlib.patches import Polygon
+    bottom = min(np.min(p.get_xy()[:, 1]) if isinstance(p, Polygon) else p.get_y() for p in ax.patches)
+    assert bottom > ZERO_FLOOR                              # the band (the only patch) starts above it
+
+
 # -- the page's mathematics against the package ----------------------------------------------------
 #: |page - package| <= AGREE * max(|gain|, |drift_batch|) (issue 39), wherever the package's own
 #: state is determined to that accuracy by its float64 start (see ``own_spread``).

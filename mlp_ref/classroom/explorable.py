@@ -42,7 +42,7 @@ PAGE_FILES = {"/*STYLE*/": "page.css", "/*MATH*/": "mlp.js", "/*DRAWING*/": "pag
 LIVE_LRS = tuple(np.logspace(-4, -0.5, 8))
 #: The live window's slider ranges: log10 lr, steps, log10 lam.
 LIVE_RANGES = {"lr": (-4.0, -0.5), "steps": (1, 100), "lam": (-2.0, 1.3)}
-SETUP_LABELS = {"seed": "seed: 3-4-2 sigmoid", "visible": "visible: 3-16-16-2 tanh"}
+SETUP_LABELS = {"seed": "seed 3-4-2 sigmoid", "visible": "visible 3-16-16-2 tanh"}
 
 
 def setup_data(name):

@@ -149,7 +149,7 @@
           top === 0 ? "0.0 on every sample: round-off that cancelled" : `round-off on every sample (\u2264 ${power(-12)})`;
         body += text(left + 8, mid - 8, what, top === 0 && held ? 'class="zero" font-weight="600"' : 'class="muted"');
       } else {
-        body += text(0, mid - rowH / 2 + 24, `+${short(top)}`, 'class="muted"') + text(0, mid + rowH / 2 - 6, `\u2212${short(top)}`, 'class="muted"');
+        body += text(0, mid - rowH / 2 + 24, num(top, 3), 'class="muted"') + text(0, mid + rowH / 2 - 6, num(-top, 3), 'class="muted"');
         const slot = (W - left - 8) / n;
         v.forEach((x, i) => {
           const h = (Math.abs(x) / top) * (rowH / 2 - 10);
@@ -174,10 +174,10 @@
     const lrs = [...data.curve_lrs, s.lr];
     const xlo = Math.floor(Math.log10(Math.min(...lrs))), xhi = Math.ceil(Math.log10(Math.max(...lrs)));
     const X = (lr) => left + ((Math.log10(lr) - xlo) / (xhi - xlo)) * (right - left);
-    const rowZero = H - 34, rowRoundoff = bottom + 6;          // the strip below the decades
+    const rowZero = H - 32, rowRoundoff = bottom + 15;         // the strip below the decades
     const Y = (v) => v === ZERO_ROW ? rowZero : v === ROUNDOFF_ROW ? rowRoundoff :
       top + ((hiDecade - Math.log10(v)) / (hiDecade - loDecade)) * (bottom - top);
-    let body = `<rect class="band" x="${left}" width="${right - left}" y="${bottom - 2}" height="${rowZero - bottom - 8}"/>`;
+    let body = `<rect class="band" x="${left}" width="${right - left}" y="${bottom + 5}" height="${rowZero - bottom - 13}"/>`;
     body += `<line class="axis" x1="${left}" x2="${left}" y1="${top}" y2="${bottom}"/>`;
     const every = Math.max(3, Math.ceil((hiDecade - loDecade) / 6));
     for (let k = hiDecade; k >= loDecade; k -= every) {
