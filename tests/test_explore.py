@@ -370,22 +370,26 @@ def test_the_page_in_chromium(page, tmp_path):
         def expect(settings):
             gain, drift, heading, warning, _ = settled(browser)
             ours = package_state(settings)
+            row = browser.execute_script("return document.querySelector('#drift .ring').dataset.row")
             assert read_number(gain) == pytest.approx(ours["gain"], rel=1e-3)
-            if settings["fix"] == "freeze":
-                assert drift == "0 exactly" and ours["drift_batch"] == 0.0
-            elif ours["drift_batch"] <= ROUNDOFF:
-                assert drift.startswith("round-off")
+            if settings["fix"] == "freeze":             # an identity: drawn on the "exactly 0" row
+                assert drift == "0 exactly" and ours["drift_batch"] == 0.0 and row == "zero"
+            elif ours["drift_batch"] <= ROUNDOFF:       # round-off: said so, on the round-off row
+                assert drift.startswith("round-off") and row == "roundoff"
             else:
-                assert read_number(drift) == pytest.approx(ours["drift_batch"], rel=2e-2)
+                assert read_number(drift) == pytest.approx(ours["drift_batch"], rel=2e-2) and row == "value"
             assert heading.startswith(f"{ours['taken']} step")
             return ours, heading, warning
 
         settings = {"setup": "seed", "fix": "naive", "lr": 0.1, "steps": 1, "lam": 0.5}
+        rows = set()
         for name, value in [("setup", "visible"), ("fix", "project"), ("lr", 0.0437), ("steps", 7),
-                            ("fix", "freeze"), ("fix", "penalty"), ("lam", 0.8)]:
+                            ("fix", "project+restore"), ("fix", "freeze"), ("fix", "penalty"), ("lam", 0.8)]:
             browser.execute_script(SET, name, str(value))
             settings[name] = value
             expect(settings)
+            rows.add(browser.execute_script("return document.querySelector('#drift .ring').dataset.row"))
+        assert rows == {"zero", "roundoff", "value"}          # all three kinds of drift were met
         # the penalty past its limit: said, with the limit, and where it diverged
         for name, value in [("lr", 0.1), ("lam", 5), ("steps", 200)]:
             browser.execute_script(SET, name, str(value))

@@ -197,8 +197,8 @@
       body += p.diverged ? `<path class="cross" d="M${x - 4},${y - 4}l8,8m0,-8l-8,8"/>` : `<circle class="point" cx="${x}" cy="${y}" r="3"/>`;
     });
     body = `<path class="curve" d="${path.join("")}"/>` + body;
-    const ring = Y(placed(st.drift_batch, held));
-    body += `<circle class="ring" cx="${X(s.lr)}" cy="${ring}" r="8"/>`;
+    const where = placed(st.drift_batch, held), row = typeof where === "string" ? where : "value";
+    body += `<circle class="ring" data-row="${row}" cx="${X(s.lr)}" cy="${Y(where)}" r="8"/>`;
     if (known.length < points.length) body += text(right, top + 12, `computing ${known.length} of ${points.length}\u2026`, 'text-anchor="end" class="muted"');
     if (known.some((p) => p.diverged)) body += text(right, top + 28, "\u00d7: diverged (the drift before it)", 'text-anchor="end" class="muted"');
     $("drift").innerHTML = svg(W, H, body);
