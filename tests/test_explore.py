@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -16,6 +17,7 @@ from matplotlib.collections import LineCollection
 import pytest
 from _drawn import cut_off_texts
 from _extras import in_ci
+from _runs import ROOT
 
 from mlp_ref import setups
 from mlp_ref.classroom import cli, explorable
@@ -115,14 +117,17 @@ def test_the_window_says_where_the_penalty_diverged_past_its_limit():
 
 # -- the page's mathematics against the package ----------------------------------------------------
 #: |page - package| <= AGREE * max(|gain|, |drift_batch|) (issue 39), wherever the package's own
-#: state is determined to that accuracy by its float64 start (see ``own_spread``).
+#: state is determined to that accuracy (see ``own_spread``).
 AGREE = 1e-8
-#: Where it is not: a state whose package value moves by s (relative) when every starting
-#: parameter moves by one unit in the last place is known to s at best, and an implementation whose
-#: operations round differently (the page's loops against BLAS's blocked sums) starts such
-#: perturbations at every operation. Measured: the page is within 0.16 s .. 2.1 s there (seed and
-#: visible project+restore at lr > 0.1, where Gauss-Newton restoring does not converge in its 20
-#: iterations and wanders); 20 s is the bound, 10 times the worst seen.
+#: Where it is not: where Gauss-Newton restoring fails to converge in its 20 iterations (project+
+#: restore at lr above about 0.1), it wanders, and on the saturated visible network its Gram holds
+#: eigenvalues at the size of the eigensolver's own error (6 of 8 below rcond = 8 eps of the
+#: largest), so which ones it inverts is decided by the last bits. There the package's own state
+#: moves by s (relative) when its start moves by one unit in the last place, or when another of the
+#: OpenBLAS kernels CI runs computes it (.ci/machines.py): at visible, project+restore, lr 0.9033,
+#: 125 steps, the gain is 14281.07 here, 13450.64 under Prescott's kernel, 13980.83 under Haswell's
+#: (s = 0.058), and the page's 13813.31 lies among them (0.56 s away). The page is one more such
+#: machine: it is held to SPREAD s, where 0.16 s .. 2.1 s was measured.
 SPREAD = 20
 
 
@@ -162,9 +167,33 @@ def relative(a, b):
         max(abs(b["gain"]), abs(b["drift_batch"]))
 
 
+def kernels():
+    """The OpenBLAS kernels CI runs the suite under (.ci/machines.py), as environments."""
+    out = subprocess.run([sys.executable, os.path.join(ROOT, ".ci", "machines.py")], capture_output=True,
+                         text=True, check=True).stdout
+    return [dict(v.split("=", 1) for v in line.split("\t")[1].split()) for line in out.splitlines()
+            if "OPENBLAS_CORETYPE" in line]
+
+
+#: the package's state at each setting of stdin (JSON), printed as JSON: run under another kernel
+UNDER_KERNEL = """
+import json, sys, warnings
+from mlp_ref.measurements import explorer
+warnings.simplefilter("ignore")
+print(json.dumps([{k: s[k] for k in ("gain", "drift_batch")} for s in
+                  (explorer.state(**c) for c in json.load(sys.stdin))]))
+"""
+
+
 def own_spread(settings, state):
-    """How much the package's own state moves, relative, when its start moves by one ulp."""
-    return relative(package_state(settings, nudge=True), state)
+    """How much the package's own state moves, relative, when its start moves by one ulp, or when
+    another OpenBLAS kernel of CI's computes it: the largest of these."""
+    spread = relative(package_state(settings, nudge=True), state)
+    for env in kernels():
+        out = subprocess.run([sys.executable, "-c", UNDER_KERNEL], input=json.dumps([settings]), text=True,
+                             capture_output=True, check=True, env=dict(os.environ, PYTHONPATH=str(ROOT), **env))
+        spread = max(spread, relative(json.loads(out.stdout)[0], state))
+    return spread
 
 
 def check_agreement(cases, page_states):
@@ -366,6 +395,8 @@ def test_the_page_in_chromium(page, tmp_path):
         worst, loose = check_agreement(cases, states)
         print(f"chromium: largest relative difference {worst:.2g}; {len(loose)} loose: {loose}")
         assert settled(browser)[2].startswith("1 step of naive at lr = 0.1")     # the seed's lr
+        if shots:
+            browser.save_screenshot(os.path.join(shots, "explore_page_desktop.png"))
 
         def expect(settings):
             gain, drift, heading, warning, _ = settled(browser)
@@ -538,7 +569,6 @@ def test_the_same_explorer_runs_in_jupyter_with_ipympl():
                     "live.fix.set_active(2)\nlive.steps.set_val(5)\n"
                     "print(matplotlib.get_backend(), type(live.fig.canvas).__name__, "
                     "live.values()[:2], int(live.values()[3]), repr(live.state['drift_batch']))")]
-    from _runs import ROOT
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3")
     client.km = client.kernel_manager_class(kernel_name="python3")

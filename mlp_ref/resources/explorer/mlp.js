@@ -424,13 +424,16 @@
   }
 
   // The page's window.mlpRef: state({setup, fix, lr, steps, lam}) with the setups' names, from the
-  // data the page embeds (mlp_ref/classroom/explorable.py page_data); lam matters to the penalty only.
+  // data the page embeds (mlp_ref/classroom/explorable.py page_data), returning {gain, drift_batch,
+  // taken, diverged} as measurements.explorer.state's; lam matters to the penalty only. The page
+  // draws from trajectory(...).at(steps), which has the rest (delta, weights).
   function explorer(data) {
     return {
       data,
       state({ setup, fix, lr, steps, lam = data.penalty_lam }) {
         if (!(setup in data.setups)) throw new Error(`setup: expected one of ${Object.keys(data.setups)}, got ${setup}`);
-        return state(data.setups[setup], fix, Number(lr), Math.trunc(Number(steps)), Number(lam));
+        const s = state(data.setups[setup], fix, Number(lr), Math.trunc(Number(steps)), Number(lam));
+        return { gain: s.gain, drift_batch: s.drift_batch, taken: s.taken, diverged: s.diverged };
       },
       trajectory({ setup, fix, lr, lam = data.penalty_lam }) {
         return trajectory(data.setups[setup], fix, Number(lr), Number(lam));

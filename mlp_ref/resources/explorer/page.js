@@ -40,12 +40,14 @@
   const short = (x) => Number(x.toPrecision(3)).toString();
 
   // -- the controls ------------------------------------------------------------------------------
-  for (const [name, s] of Object.entries(data.setups)) $("setup").add(new Option(s.label, name));
+  for (const [name, s] of Object.entries(data.setups)) $("setup").add(new Option(`${name} ${s.sizes.join("-")}`, name));
   for (const fix of data.fixes) $("fix").add(new Option(fix, fix));
   const sliders = { lr: $("lr-slider"), lam: $("lam-slider"), steps: $("steps-slider") };
   for (const name of ["lr", "lam"]) {
     Object.assign(sliders[name], { min: data.ranges[name][0], max: data.ranges[name][1] });
   }
+  Object.assign(sliders.steps, { min: data.ranges.steps[0], max: data.ranges.steps[1] });
+  $("steps").min = data.ranges.steps[0];
   $("lr").value = data.setups[$("setup").value].lr;
   $("lam").value = data.penalty_lam;
   $("steps").value = 1;
