@@ -431,6 +431,23 @@ def test_the_page_in_chromium(page, tmp_path):
         assert "stability limit" in warning and f"{limit:.3g}" in warning
         if shots:
             browser.save_screenshot(os.path.join(shots, "explore_page_diverged.png"))
+        # project+restore where Gauss-Newton does not converge: said, at the step the package's
+        # RestoreReport says so
+        from mlp_ref import fixes
+        from mlp_ref.measurements import rules
+        net, X, _ = setups.visible_setup()
+        ref, failed = net(X)[:, 0], None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for k in range(1, 6):
+                rules.RULES["project"].step(net, X, setups.G_QUESTION, 0.9033, ref)
+                if not fixes.restore(net, X, ref).converged:
+                    failed = k
+                    break
+        assert failed is not None
+        for name, value in [("fix", "project+restore"), ("lr", 0.9033), ("steps", 5)]:
+            browser.execute_script(SET, name, str(value))
+        assert f"did not converge at step {failed} " in settled(browser)[3]
         errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
         assert errors == []
     finally:

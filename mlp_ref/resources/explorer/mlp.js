@@ -325,8 +325,8 @@
 
   // fixes.restore(net, X, ref), tol = 1e-12, max_iter = 20 (fixes.gauss_newton): theta <- theta -
   // J^T (J J^T)^+ (O_1 - ref) until max |O_1 - ref| <= tol, at most max_iter times. The tolerance is
-  // max(tol, 16 eps max(1, max |ref|)) (fixes.restore_tolerance). Returns the network, or null
-  // where the package raises (an overflow).
+  // max(tol, 16 eps max(1, max |ref|)) (fixes.restore_tolerance). Returns {net, converged} (the
+  // RestoreReport's ``converged``), or null where the package raises (an overflow).
   const RESTORE = { tol: 1e-12, maxIter: 20, floorEps: 16 };
   function restore(net, X, n, ref) {
     const K = net.sizes[net.sizes.length - 1];
@@ -338,23 +338,26 @@
       let worst = 0;
       for (let i = 0; i < n; i++) { r[i] = out[i * K] - ref[i]; worst = Math.max(worst, Math.abs(r[i])); }
       if (!Number.isFinite(worst)) return null;          // distance_overflow
-      if (worst <= tol || it === RESTORE.maxIter) break;
+      if (worst <= tol || it === RESTORE.maxIter) return { net, converged: worst <= tol };
       const Jac = jacobian(net, record, n), G = gram(Jac);
       if (!allFinite([G])) return null;                  // gram_overflow
       const D = unflatten(net, rmatvec(Jac, gramSolver(G, n).solve(r)));
       net = step(net, D, 1.0);
       if (net === null) return null;                     // unreachable
     }
-    return net;
+    return null;                                         // (the loop always returns above)
   }
 
-  // measurements/explorer.py FIXES and rules.RULES: one step of each, from net, or null
+  // measurements/explorer.py FIXES and rules.RULES: one step of each, from net, or null. A
+  // network restored without converging is marked (``unrestored``): the page says so.
   const FIXES = ["naive", "masked", "freeze", "project", "project+restore", "penalty"];
   function takeStep(fix, net, X, n, lr, ref, lam) {
     if (fix === "project+restore") {                    // rules.WithRestore(project)
       const D = project(net, X, n);
       const moved = D === null ? null : step(net, D, lr);
-      return moved === null ? null : restore(moved, X, n, ref);
+      const restored = moved === null ? null : restore(moved, X, n, ref);
+      if (restored !== null && !restored.converged) restored.net.unrestored = true;
+      return restored === null ? null : restored.net;
     }
     const D = { naive, masked, freeze, project }[fix]?.(net, X, n) ??
               (fix === "penalty" ? penalty(net, X, n, ref, lam) : null);
@@ -411,8 +414,9 @@
         }
         const weights = { W: net.W.map((w, l) => w.map((v, k) => Math.abs(v - net0.W[l][k]))),
                           b: net.b.map((v, l) => v.map((x, k) => Math.abs(x - net0.b[l][k]))) };
+        const unrestored = nets.slice(1, taken + 1).findIndex((m) => m.unrestored) + 1;  // 0: none
         return { gain: sum / n, drift_batch: drift, taken, diverged: taken < steps, delta, weights,
-                 sizes: setup.sizes };
+                 sizes: setup.sizes, unrestored };
       },
     };
   }

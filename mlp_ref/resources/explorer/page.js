@@ -274,6 +274,11 @@
       notes.push(`lr \u00b7 \u03bb = ${short(s.lr * s.lam)} is past the penalty's stability limit 2 / \u03bbmax(J\u2081J\u2081\u1d40) = ` +
                  `${short(setup.penalty_limit)} (fixes.penalty_limit, at the start): its pull on out1 overshoots, and the drift grows instead of shrinking.`);
     }
+    if (st.unrestored) {
+      notes.push(`Gauss-Newton restoring did not converge at step ${st.unrestored} (20 iterations; fixes.restore ` +
+                 "reports it NOT converged): out1 is not held there, and the state depends on the last bits of the " +
+                 "arithmetic, so another machine's may differ.");
+    }
     $("warning").hidden = notes.length === 0;
     $("warning").textContent = notes.join(" ");
   }
