@@ -40,7 +40,7 @@
   const short = (x) => Number(x.toPrecision(3)).toString();
 
   // -- the controls ------------------------------------------------------------------------------
-  for (const [name, s] of Object.entries(data.setups)) $("setup").add(new Option(`${name} ${s.sizes.join("-")}`, name));
+  for (const name of Object.keys(data.setups)) $("setup").add(new Option(name, name));   // the heading has the rest
   for (const fix of data.fixes) $("fix").add(new Option(fix, fix));
   const sliders = { lr: $("lr-slider"), lam: $("lam-slider"), steps: $("steps-slider") };
   for (const name of ["lr", "lam"]) {
