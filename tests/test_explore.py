@@ -551,22 +551,28 @@ def test_a_control_redraws_in_under_100_ms_on_a_phone_class_cpu(page):
     setup's project+restore at 200 steps, whose rest follows in further slices."""
     browser = chromium()
     try:
+        changes = [("setup", "visible"), ("fix", "project+restore"), ("steps", "200"), ("lr", "0.3"),
+                   ("lr", "0.05"), ("fix", "naive"), ("steps", "37"), ("fix", "penalty"), ("lam", "5"),
+                   ("setup", "seed"), ("fix", "freeze"), ("fix", "project")]
         screen(browser, 1280, 800)
-        browser.get(page.as_uri())
-        settled(browser)
-        browser.execute_cdp_cmd("Emulation.setCPUThrottlingRate", {"rate": 4})
-        times = []
-        for name, value in [("setup", "visible"), ("fix", "project+restore"), ("steps", "200"), ("lr", "0.3"),
-                            ("lr", "0.05"), ("fix", "naive"), ("steps", "37"), ("fix", "penalty"), ("lam", "5"),
-                            ("setup", "seed"), ("fix", "freeze"), ("fix", "project")]:
-            times.append(browser.execute_script(SET, name, value))
-        settled(browser)
-        print("redraw ms under 4x throttling:", [round(t) for t in times])
+        rounds = []
+        # other work on the machine can only add wall-clock time to a redraw, never take it away:
+        # each change is timed in up to three rounds from a fresh page, and its fastest is its time
+        while len(rounds) < 3 and (not rounds or max(map(min, zip(*rounds))) >= 100):
+            browser.execute_cdp_cmd("Emulation.setCPUThrottlingRate", {"rate": 1})
+            browser.get(page.as_uri())
+            settled(browser)
+            from selenium.webdriver.support.ui import WebDriverWait
+            WebDriverWait(browser, 60, 0.05).until(lambda b: b.execute_script("return mlpRef.warmed === true"))
+            browser.execute_cdp_cmd("Emulation.setCPUThrottlingRate", {"rate": 4})
+            rounds.append([browser.execute_script(SET, name, value) for name, value in changes])
+            settled(browser)
+        times = list(map(min, zip(*rounds)))
+        print("redraw ms under 4x throttling:", [[round(t) for t in r] for r in rounds])
         # the page's own budget: a 12 ms slice of computing, then the drawing (about 5 ms, 20 under
-        # the throttling); measured 16 .. 71 ms, median 29, on this 2-core machine shared by several
-        # jobs (load 5). Wall-clock times on a shared CI machine can double: the median is held to
-        # the 100 ms asked, the slowest (the first step of a fix, compiled on first use) to twice it.
-        assert sorted(times)[len(times) // 2] < 100 and max(times) < 200
+        # the throttling): measured 16 .. 42 ms on this 2-core machine at load 5 (a first round
+        # under that load reached 183 ms, its second round none above 42)
+        assert max(times) < 100
     finally:
         browser.quit()
 

@@ -322,5 +322,6 @@
   const warm = Object.keys(data.setups).flatMap((setup) => data.fixes.map((fix) => ({ setup, fix, lr: 0.01, steps: 1 })));
   (function warmUp() {
     if (warm.length) setTimeout(() => { mlpRef.state(warm.pop()); warmUp(); }, 20);
+    else mlpRef.warmed = true;
   })();
 })();
