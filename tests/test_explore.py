@@ -281,6 +281,7 @@ def test_the_page_embeds_the_setups_bit_for_bit_and_holds_in_node_at_one_step(tm
     for outside in ("http://", "https://", "//cdn", "<link", "<img", "src=", "@import", "url("):
         assert outside not in text.replace('xmlns="http://www.w3.org/2000/svg"', ""), outside
     math, data = scripts(text)
+    assert data["ranges"]["steps"] == [1, 200]               # the guide's "1 to 200 steps"
     for name, make in setups.SETUPS.items():
         net, X, _ = make()
         embedded = data["setups"][name]
