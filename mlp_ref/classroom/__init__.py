@@ -6,7 +6,7 @@ compute, and nothing below imports them. ``python -m mlp_ref COMMAND`` reaches e
     report       ``table`` and the tutorials' tables: the measurements as text
     tutorial     what lets a tutorial run as a notebook and as a script (``run_headless``, ``--step``)
     animations   ``animate``: the GIFs
-    explorable   ``explore``: the live window and the static page
+    explorable   ``explore``: the live window and the page that computes in the browser
     deck         ``slides``: the 90-minute class's PDF and its speaker notes
     grading      ``check``: the autograder of ``tutorials/exercises``
 """

@@ -133,7 +133,7 @@ def cmd_animate(args):
 
 
 def cmd_explore(args):
-    """The explorer: a window, or with --html a static page (see mlp_ref/classroom/explorable.py)."""
+    """The explorer: a window, or with --html a page that computes it (see mlp_ref/classroom/explorable.py)."""
     return explorable.main(args.html, log=lambda line: print(line, file=sys.stderr))
 
 
@@ -249,7 +249,7 @@ COMMANDS = {
     "figures": (cmd_figures, "regenerate every figure into figures/ or --out DIR (PNG; --format svg or pdf)"),
     "bench": (cmd_bench, "time a training step against its matmuls, and each fix's cost"),
     "animate": (cmd_animate, "write the animations (GIFs: backprop, projection, continual) into figures/ or --out DIR"),
-    "explore": (cmd_explore, "the question, explorable: a window (or --html FILE.html, a static page)"),
+    "explore": (cmd_explore, "the question, explorable: a window (or --html FILE.html, a page that computes it live)"),
     "slides": (cmd_slides, "the deck for the 90-minute class as a PDF (--out FILE.pdf), speaker notes beside it"),
     "check": (cmd_check, "grade your answer to an exercise: check tutorials/exercises/01_....py"),
     "gradescope": (cmd_gradescope, "build Gradescope's autograder zip for one exercise: gradescope 07_gram_trick"),
@@ -297,7 +297,7 @@ def build_parser():
     p.add_argument("--out", default="figures", help="output folder (default: figures)")
     p = sub.add_parser("explore", help=COMMANDS["explore"][1])
     p.add_argument("--html", metavar="FILE.html", type=path, default=None,
-                   help="write a static page (precomputed states, no server) instead of a window")
+                   help="write one self-contained page that computes every state in the browser, instead of a window")
     p = sub.add_parser("slides", help=COMMANDS["slides"][1])
     p.add_argument("--out", metavar="FILE.pdf", type=path, default="mlp-ref-deck.pdf",
                    help="the PDF (default: mlp-ref-deck.pdf); the notes go to FILE.notes.md")

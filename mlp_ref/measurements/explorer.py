@@ -5,12 +5,14 @@ Every state starts from the setup's network (``setups.SETUPS``: the seed's, or t
 and takes ``steps`` steps of one rule of ``rules.RULES`` with G = [0, -1] (the penalty with the
 weight asked). It reports what the step moved: out1 and out2 on every sample of the batch, and
 every parameter. A rule that blows up (the penalty beyond lr lam lambda_max > 2, a large lr) is
-stopped at the first step whose parameters are not finite, and the state says so.
+stopped at the first step that overflows (the package's checks refuse it: ``BadValue``) or whose
+parameters or outputs are not finite, and the state says so: ``taken`` steps, then ``diverged``.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..boundary.checks import BadValue
 from ..setups import G_QUESTION, OUT1, OUT2, SETUPS
 from . import rules as rules_
 
@@ -42,9 +44,13 @@ def state(setup, fix, lr, steps, lam=rules_.PENALTY_LAM):
     net, taken = net0.copy(), 0
     with np.errstate(over="ignore", invalid="ignore"):        # a divergence is reported, not warned
         for _ in range(int(steps)):
-            trial = chosen.step(net.copy(), X, G_QUESTION, lr, ref)
-            if not all(np.all(np.isfinite(p)) for p in trial.params.values()) \
-                    or not np.all(np.isfinite(trial(X))):
+            try:                            # a step, or its outputs, that overflow: refused, named
+                trial = chosen.step(net.copy(), X, G_QUESTION, lr, ref)
+                finite = all(np.all(np.isfinite(p)) for p in trial.params.values()) \
+                    and np.all(np.isfinite(trial(X)))
+            except BadValue:                # (the setup's own arguments are checked: an overflow)
+                finite = False
+            if not finite:
                 break
             net, taken = trial, taken + 1
     delta = net(X) - before

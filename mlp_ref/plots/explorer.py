@@ -1,78 +1,69 @@
-"""The explorer's panels (``mlp_ref.classroom.explorable``: the live window and the static page draw the same):
-one state of ``measurements.explorer`` as out2's and out1's change on every sample, out1's drift
-against lr with the current point marked, and the network with the weights the steps moved
-(``plots.network_fixes``, one panel)."""
+"""The explorer window's panels (``mlp_ref.classroom.explorable``; its page draws the same panels in
+the browser, ``resources/explorer/page.js``): one state of ``measurements.explorer`` as out2's and
+out1's change on every sample, out1's drift against lr with the current point marked, and the
+network with the weights the steps moved (``plots.network_fixes``, one panel)."""
 from __future__ import annotations
-
-import io
 
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.widgets import RadioButtons, Slider
-from PIL import Image, PngImagePlugin  # matplotlib's own dependency
 
-from .axes import ZERO_FLOOR, drift_text, exact, placed, roundoff_band
+from ..measurements.fits import ROUNDOFF
+from .axes import ROUNDOFF_ROW, ZERO_FLOOR, drift_text, exact, placed
 from .question import network_fixes
-from .style import FIX_LABELS, OUT_COLOURS, PALETTE, SETUP_LABELS, STYLE, new_figure, styled
+from .style import FIX_LABELS, OUT_COLOURS, PALETTE, SETUP_LABELS, STYLE, new_figure, power, styled
 
 #: The panels, in the order of ``panel_axes``.
 PANELS = ("out2", "out1", "drift", "network")
 
 
-def panel_axes(fig, portrait=False):
+def panel_axes(fig):
     """The four panels on ``fig`` (a Figure or a SubFigure): the two changes and the drift in a
-    column on the left, the network on the right; or, ``portrait``, all four in one column (a
-    phone's screen). Returns {name: Axes}."""
-    if portrait:
-        grid = fig.add_gridspec(4, 1, height_ratios=[1, 1, 1.1, 3.0])
-        return {name: fig.add_subplot(grid[i, 0]) for i, name in enumerate(PANELS)}
+    column on the left, the network on the right. Returns {name: Axes}."""
     grid = fig.add_gridspec(3, 2, width_ratios=[1.0, 1.05])
     return {"out2": fig.add_subplot(grid[0, 0]), "out1": fig.add_subplot(grid[1, 0]),
             "drift": fig.add_subplot(grid[2, 0]), "network": fig.add_subplot(grid[:, 1])}
 
 
-def page_png(fig, dpi, metadata, colours=64):
-    """``fig`` as PNG bytes in a palette of at most ``colours`` colours, without dithering (a
-    figure's flat colours need few; a third of the bytes of full colour), deterministic. The
-    page draws 112 of them: the pixels go from Agg's buffer straight to the palette, with no
-    full-colour PNG encoded and decoded on the way, and are compressed at zlib's default level."""
-    fig.set_dpi(dpi)
-    canvas = FigureCanvasAgg(fig)
-    canvas.draw()
-    image = Image.fromarray(np.asarray(canvas.buffer_rgba())[..., :3])
-    image = image.quantize(colours, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
-    info = PngImagePlugin.PngInfo()
-    for key, value in metadata.items():
-        info.add_text(key, value)
-    out = io.BytesIO()
-    image.save(out, format="PNG", pnginfo=info, compress_level=6)
-    return out.getvalue()
+def steps_text(n):
+    """"1 step", "7 steps"."""
+    return f"{n} step{'' if n == 1 else 's'}"
 
 
 def state_title(state):
-    """The line that says which state is drawn."""
+    """The line that says which state is drawn, with the steps taken (and where it diverged)."""
     lam = f", \u03bb = {state['lam']:g}" if state["fix"] == "penalty" else ""
-    steps = f"{state['steps']} step{'s' if state['steps'] > 1 else ''}"
+    stopped = f" (of {state['steps']}: diverged at step {state['taken'] + 1})" if state["diverged"] else ""
     return (f"{SETUP_LABELS[state['setup']]}:  {FIX_LABELS.get(state['fix'], state['fix'])}, "
-            f"{steps} of lr = {state['lr']:g}{lam}, G = [0, \u22121]")
+            f"{steps_text(state['taken'])} of lr = {state['lr']:g}{lam}{stopped}, G = [0, \u22121]")
+
+
+def drift_ticks(ax, top):
+    """The drift axis's ticks: the "exactly 0" row (ZERO_FLOOR), the round-off row (ROUNDOFF_ROW),
+    and every few decades from 10^-12 up to ``top`` (above 10^0 too, where a diverging rule goes)."""
+    hi = max(0, int(np.ceil(np.log10(top))))
+    every = 6 if hi <= 6 else int(np.ceil((hi + 12) / 4))
+    decades = list(range(-12, hi + 1, every))
+    ax.set_yticks([ZERO_FLOOR, ROUNDOFF_ROW, *(10.0 ** k for k in decades)],
+                  ["0", "round-off", *(power(k) for k in decades)])
+    ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
 
 
 @styled
-def explorer_panels(state, curve, axes=None, fig=None, portrait=False):
+def explorer_panels(state, curve, axes=None, fig=None):
     """Draw ``state`` (``explorer.state``) and its drift ``curve`` on the four panels.
 
-    curve : {"lrs": (m,), "drift": (m,), "diverged": (m,) bool}: ``explorer.drift_curve`` of the
-            same setup, fix, steps and lam; the state's own lr is marked on it
+    curve : {"lrs": (m,), "drift": (m,), "diverged": (m,) bool, "penalty_limit": float}:
+            ``explorer.drift_curve`` of the same setup, fix, steps and lam (the state's own lr is
+            marked on it), and ``fixes.penalty_limit`` at the setup's start (said when lr lam is past it)
     axes  : {name: Axes} (``panel_axes``), or None for a new figure
     fig   : where the title goes (a Figure or SubFigure; default: the axes' figure)
-    portrait : for a new figure: the panels in one column (``panel_axes``)
     Returns the Figure the panels are on.
     """
     if axes is None:
-        fig = new_figure(7.0, 14.0) if portrait else new_figure(13.0, 7.6)
-        axes = panel_axes(fig, portrait)
+        fig = new_figure(13.0, 7.6)
+        axes = panel_axes(fig)
     fig = fig if fig is not None else axes["out1"].figure
     delta = state["delta"]
     samples = np.arange(1, len(delta) + 1)
@@ -87,22 +78,31 @@ def explorer_panels(state, curve, axes=None, fig=None, portrait=False):
     drift = drift_text(state["drift_batch"], exact(state["fix"]))
     axes["out1"].set_title(f"\u0394out1 per sample: max |\u0394out1| = {drift} (asked to stay)", pad=14)
     axes["out1"].set_xlabel("sample")
-    if state["diverged"]:
-        axes["out2"].text(0.5, 0.5, f"diverged: stopped after {state['taken']} of {state['steps']} steps",
-                          transform=axes["out2"].transAxes, ha="center", va="center", fontsize=13,
-                          color=PALETTE["naive"], fontweight="bold")
+    notes = [f"diverged at step {state['taken'] + 1} of {state['steps']}: shown after step {state['taken']}"
+             ] if state["diverged"] else []
+    limit = curve.get("penalty_limit")
+    if state["fix"] == "penalty" and limit is not None and state["lr"] * state["lam"] > limit:
+        notes.append(f"lr \u03bb = {state['lr'] * state['lam']:.3g} is past the penalty's stability limit "
+                     f"2 / \u03bbmax(J\u2081J\u2081\u1d40) = {limit:.3g} (penalty_limit, at the start)")
+    if notes:
+        axes["out2"].text(0.5, 0.5, "\n".join(notes), transform=axes["out2"].transAxes, ha="center",
+                          va="center", fontsize=11, color=PALETTE["naive"], fontweight="bold", wrap=True)
 
     ax = axes["drift"]
     lrs, drift = np.asarray(curve["lrs"]), np.asarray(curve["drift"])
     colour = PALETTE.get(state["fix"], "black")
-    roundoff_band(ax, label=False)
+    # the round-off band up to ROUNDOFF, above the row of exact zeros (drawn apart, not inside it)
+    ax.axhspan(ZERO_FLOOR * 30, ROUNDOFF, color="0.93", zorder=0, lw=0)
+    ax.axhline(ZERO_FLOOR, color="0.6", lw=0.8, ls=":", zorder=0)
+    ax.axhline(ROUNDOFF_ROW, color="0.75", lw=0.8, ls="--", zorder=0)
     held = exact(state["fix"])
     ax.loglog(lrs, placed(drift, held), "-o", color=colour, ms=5)
     ax.loglog([state["lr"]], [placed(state["drift_batch"], held)], "o", ms=14, mfc="none", mec="black",
               mew=2.2, zorder=5)
     ax.axvline(state["lr"], color="0.5", lw=1, ls=":")
-    ax.set_ylim(ZERO_FLOOR / 5, max(1.0, 10 * float(np.max(drift))))
-    ax.set_yticks([1e-18, 1e-12, 1e-6, 1.0])
+    top = max(1.0, 10 * float(np.max(drift)), 10 * state["drift_batch"])
+    ax.set_ylim(ZERO_FLOOR / 5, top)
+    drift_ticks(ax, top)
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())   # 32 marks nobody reads, each measured
     ax.set_xlabel("lr (ring: this lr; shaded: round-off; bottom row: exactly 0)")
     ax.set_ylabel("max |\u0394out1|")
@@ -114,14 +114,12 @@ def explorer_panels(state, curve, axes=None, fig=None, portrait=False):
         before = set(axes["network"].figure.axes)
         network_fixes(change, axes=[axes["network"]])
         for bar in set(axes["network"].figure.axes) - before:       # its colour bar: say how many steps
-            bar.set_ylabel(f"|\u0394 weight| (edges), |\u0394 bias| (nodes) after {state['steps']} "
-                           f"step{'s' if state['steps'] > 1 else ''}")
+            bar.set_ylabel(f"|\u0394 weight| (edges), |\u0394 bias| (nodes) after {steps_text(state['taken'])}")
     else:
         axes["network"].set_axis_off()
         axes["network"].text(0.5, 0.5, "no weight moved", ha="center", va="center",
                              transform=axes["network"].transAxes)
-    title = state_title(state)
-    fig.suptitle(title.replace(":  ", ":\n") if portrait else title)
+    fig.suptitle(state_title(state))
     return fig
 
 

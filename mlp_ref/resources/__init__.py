@@ -15,6 +15,9 @@ so that an installed wheel finds them from any working directory.
     frameworks/            torch_fixes.py, tf_fixes.py and jax_fixes.py, every fix in PyTorch,
                            TensorFlow 2 and JAX, with their README: files to read and import (tutorial 07), never
                            imported by mlp_ref itself, so that no framework is needed to use it
+    explorer/              the explorer's page (``explore --html``): page.html, page.css, page.js
+                           (the drawing) and mlp.js, the package's mathematics transcribed into
+                           JavaScript; ``classroom.explorable`` puts them and the setups into one file
     README.md              where each file comes from: the digits' source, licence, attribution
 """
 from __future__ import annotations
