@@ -64,26 +64,75 @@ def limit(cpu_seconds, memory_bytes, file_bytes):
             pass
 
 
-def keep_out(folder):
-    """Refuse, from now on, to open any file under ``folder`` (the solutions) and the package's
-    own code (``.py``, ``.pyc``: a reload or an ``exec`` of its source would bring back the
-    functions the tripwires replaced; its data files stay readable). An audit hook cannot be
-    removed."""
-    folders = [os.path.realpath(f) + os.sep for f in [folder] if f]
+#: Audit events a submission never needs, refused once its code may run: walking the heap or
+#: the heap to the originals the tripwires replaced, making functions or code objects (the
+#: originals' code in a function of one's own), native code, other processes, signals.
+REFUSED = ("gc.get_objects", "gc.get_referrers", "gc.get_referents",
+           "sys._current_frames", "function.__new__", "code.__new__", "sys.settrace",
+           "sys.setprofile", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
+           "os.spawn", "os.fork", "os.forkpty", "os.kill", "os.killpg", "signal.pthread_kill",
+           "pty.spawn", "os.startfile", "socket.__new__", "socket.connect")
+
+
+class _Pass(BaseException):
+    """What the guard raises to a tripwire called from the package: the original, to call."""
+
+
+def keep_out(folders, tripwire_code=None):
+    """Install the child's guard, an audit hook (which nothing can remove, and whose state no
+    object the student can reach holds): from now on it refuses to open any file under
+    ``folders`` (the solutions, the other submissions), the package's own code (``.py``,
+    ``.pyc``: a reload or an ``exec`` of its source would bring back what the tripwires
+    replaced; its data files stay readable) and another process's memory; once armed (the
+    event "mlp_ref.arm", sent before the student's file runs) it refuses the REFUSED events,
+    and answers each tripwire ("mlp_ref.trip"): called from the package's own code (a frame
+    whose code object is one of the package's, by identity, not by file name) it hands the
+    tripwire the original; called from anything else it raises UsedPackage."""
+    folders = tuple(os.path.realpath(f) + os.sep for f in folders if f)
     package = os.path.realpath(PACKAGE_DIR) + os.sep
+    state = {"armed": False, "originals": {}, "codes": frozenset(), "inside": 0}
+
+    def refuse_path(path):
+        real = os.path.realpath(os.fsdecode(path))
+        if any((real + os.sep).startswith(f) for f in folders) or any(
+                f.startswith(real + os.sep) and os.path.isdir(real) for f in folders):
+            raise PermissionError(f"{os.fsdecode(path)}: the grader keeps the solutions "
+                                  f"out of reach")
+        if real.startswith(package) and real.endswith((".py", ".pyc")):
+            raise PermissionError(f"{os.fsdecode(path)}: the grader keeps mlp_ref's code "
+                                  f"out of reach (import only what the exercise imports)")
+        parts = real.split(os.sep)
+        if len(parts) > 3 and parts[1] == "proc" and parts[2] not in ("self", str(os.getpid())) \
+                and parts[3] in ("mem", "environ", "maps", "fd", "root", "cwd"):
+            raise PermissionError(f"{os.fsdecode(path)}: another process's")
 
     def hook(event, args):
-        if event in ("open", "os.symlink", "os.link", "shutil.copyfile", "os.listdir",
-                     "os.scandir") and args:
-            path = args[0]
-            if isinstance(path, (str, bytes, os.PathLike)):
-                real = os.path.realpath(os.fsdecode(path))
-                if any((real + os.sep).startswith(f) for f in folders):
-                    raise PermissionError(f"{os.fsdecode(path)}: the grader keeps the solutions "
-                                          f"out of reach")
-                if real.startswith(package) and real.endswith((".py", ".pyc")):
-                    raise PermissionError(f"{os.fsdecode(path)}: the grader keeps mlp_ref's code "
-                                          f"out of reach (import only what the exercise imports)")
+        if state["inside"]:                       # the guard's own look at the stack
+            return
+        if event == "mlp_ref.trip":
+            if not state["armed"]:
+                raise _Pass(state["originals"][args[0]])
+            state["inside"] += 1
+            try:
+                frame = sys._getframe(1)
+                ours = frame.f_code is tripwire_code and frame.f_back is not None \
+                    and frame.f_back.f_code in state["codes"]
+                f = state["originals"].get(args[0]) if ours else None
+            finally:
+                state["inside"] -= 1
+            if f is None:
+                TRIPPED.append(args[0])
+                raise UsedPackage(f"mlp_ref's own {args[0]}: the exercise asks you to write it")
+            raise _Pass(f)
+        if event == "mlp_ref.tripwires" and not state["armed"]:
+            state["originals"], state["codes"] = dict(args[0]), frozenset(args[1])
+        elif event == "mlp_ref.arm":
+            state["armed"] = True
+        elif event in ("open", "os.symlink", "os.link", "shutil.copyfile", "os.listdir",
+                       "os.scandir") and args and isinstance(args[0], (str, bytes, os.PathLike)):
+            refuse_path(args[0])
+        elif state["armed"] and (event in REFUSED or event.startswith("ctypes.")):
+            raise PermissionError(f"{event}: not something an exercise needs; the grader refuses it")
 
     sys.addaudithook(hook)
 
@@ -91,12 +140,59 @@ def keep_out(folder):
 # -- tripwires ---------------------------------------------------------------------------------
 def _tripwire(f, name):
     def tripwire(*args, **kwargs):
-        if not sys._getframe(1).f_code.co_filename.startswith(PACKAGE_DIR):
-            TRIPPED.append(name)
-            raise UsedPackage(f"mlp_ref's own {name}: the exercise asks you to write it")
-        return f(*args, **kwargs)
+        try:
+            sys.audit("mlp_ref.trip", name)
+        except _Pass as allowed:
+            original = allowed.args[0]
+            del allowed
+            try:
+                return original(*args, **kwargs)
+            finally:
+                del original
+        raise UsedPackage(f"mlp_ref's own {name}: the exercise asks you to write it")
     tripwire.__name__, tripwire.__qualname__, tripwire.__doc__ = f.__name__, f.__qualname__, f.__doc__
     return tripwire
+
+
+TRIPWIRE_CODE = _tripwire(len, "").__code__
+
+
+def _codes(obj, found):
+    """Every code object of the function ``obj``, its nested functions' included."""
+    stack = [obj.__code__]
+    while stack:
+        code = stack.pop()
+        if code not in found:
+            found.add(code)
+            stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+
+
+def package_codes():
+    """The code objects of every function of mlp_ref loaded in this process (methods, nested
+    functions, the functions inside partials and decorators' wrappers)."""
+    found = set()
+    for name, module in list(sys.modules.items()):
+        if not (name == "mlp_ref" or name.startswith("mlp_ref.")) or name.startswith(
+                "mlp_ref.classroom.grading"):
+            continue
+        for obj in list(vars(module).values()):
+            for f in [obj] + (list(vars(obj).values()) if isinstance(obj, type) else []):
+                f = getattr(f, "fget", f)             # properties
+                while True:
+                    if isinstance(f, types.FunctionType):
+                        _codes(f, found)
+                        for cell in f.__closure__ or ():
+                            try:
+                                inner = cell.cell_contents
+                            except ValueError:
+                                continue
+                            if isinstance(inner, types.FunctionType):
+                                _codes(inner, found)
+                    nxt = getattr(f, "__wrapped__", None) or getattr(f, "func", None)
+                    if nxt is None or nxt is f or not callable(nxt):
+                        break
+                    f = nxt
+    return found
 
 
 def _short(module_name):
@@ -112,7 +208,8 @@ def install_tripwires(allowed):
         obj = getattr(sys.modules.get(f"mlp_ref.{module}"), attr, None)
         if isinstance(obj, type):
             allowed |= {f"{_short(c.__module__)}.{c.__qualname__}" for c in obj.__mro__}
-    wrapped, done = {}, set()
+    codes = package_codes()                       # before any function is replaced
+    wrapped, done, originals = {}, set(), {}
     modules = [m for n, m in list(sys.modules.items())
                if (n == "mlp_ref" or n.startswith("mlp_ref.")) and not n.startswith("mlp_ref.classroom.grading")
                and isinstance(m, types.ModuleType)]
@@ -125,6 +222,7 @@ def install_tripwires(allowed):
             if isinstance(obj, types.FunctionType) and key not in allowed:
                 if id(obj) not in wrapped:
                     wrapped[id(obj)] = _tripwire(obj, key)
+                    originals[key] = obj
                 setattr(module, attr, wrapped[id(obj)])
             elif isinstance(obj, type) and key not in allowed and obj not in done:
                 done.add(obj)
@@ -132,6 +230,8 @@ def install_tripwires(allowed):
                     if isinstance(f, types.FunctionType) and (not method.startswith("_")
                                                                or method in ("__init__", "__call__")):
                         setattr(obj, method, _tripwire(f, f"{key}.{method}"))
+                        originals[f"{key}.{method}"] = f
+    sys.audit("mlp_ref.tripwires", originals, codes)      # the guard keeps them; nothing else
 
 
 # -- running the student's code ----------------------------------------------------------------
@@ -212,15 +312,25 @@ def stand_in(name, rfd, wfd):
         reply = wire.receive(rfd)
         if "result" not in reply:
             raise ValueError(f"the grader's {name} refused these arguments: {reply.get('refused')}")
-        for given, left in zip(args, reply["after"]):
-            if isinstance(given, network.MLP):
-                for k, v in given.params.items():
-                    v[...] = left["params"][k]
-            elif type(given) is np.ndarray:
-                given[...] = left
+        leave_as(args, reply["after"])
         return reply["result"]
     ask.__name__ = name
     return ask
+
+
+def leave_as(args, after):
+    """Make the student's arguments what the reference left of its copies of them, writing
+    only where the reference changed one (a network it stepped): an argument it left as it came
+    is not touched, so a read-only array (``np.broadcast_to``) or a student's object is never
+    written into by the grader."""
+    for given, left in zip(args, after):
+        if isinstance(given, network.MLP):
+            for k, v in given.params.items():
+                new = left["params"][k]
+                if not np.array_equal(v, new, equal_nan=True):
+                    v[...] = new
+        elif type(given) is np.ndarray and not np.array_equal(given, left, equal_nan=True):
+            given[...] = left
 
 
 def main(argv=None):
@@ -228,9 +338,10 @@ def main(argv=None):
     rfd, wfd = int(argv[0]), int(argv[1])
     request = wire.receive(rfd)
     limit(request["cpu_seconds"], request["memory_bytes"], request["file_bytes"])
-    keep_out(request["keep_out"])
+    keep_out(request["keep_out"], TRIPWIRE_CODE)
     install_tripwires(request["allowed"])
     wire.send(wfd, {"ready": True})               # the grader's clock for the import starts now
+    sys.audit("mlp_ref.arm")                      # the guard is strict from here on
     module, problem = load(request)
     if problem:
         wire.send(wfd, problem)

@@ -17,7 +17,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,10 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from ...network import MLP
-from . import child, wire
-from .answers import Wrong
-
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])         # the folder that holds mlp_ref/
+from . import child, sandbox, wire
+from .answers import EXERCISES, Wrong
 
 #: Address space the child may use (bytes): the package with NumPy needs about 0.3 GiB of it,
 #: the largest exercise a few MiB more; a runaway allocation fails with a MemoryError there.
@@ -66,6 +63,62 @@ def _ended(returncode):
     return f"ended (exit status {returncode})"
 
 
+#: The most entries of a submission's folder the child may see beside it (helpers, data).
+MAX_BESIDE = 200
+
+
+def _is_submission(path):
+    """Whether ``path`` is a submission (a ``.py`` file named after an exercise, or that sets
+    EXERCISE), by the rule that tells a submission from a helper module."""
+    if path.suffix != ".py" or not path.is_file():
+        return False
+    if any(path.stem.startswith(e) for e in EXERCISES):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return b"EXERCISE" in f.read(2 ** 20)
+    except OSError:
+        return True                               # unreadable: kept out, to be safe
+
+
+def other_submissions(path):
+    """The other submissions in ``path``'s folder and below it: kept out of its child's reach."""
+    me = Path(path).resolve()
+    folder = me.parent
+    try:
+        found = [f for f in folder.rglob("*.py") if f.resolve() != me and _is_submission(f)]
+    except OSError:
+        return []
+    return sorted(str(f.resolve()) for f in found)
+
+
+def beside(path, others):
+    """What of ``path``'s folder its child may read (at the same paths): the file itself and
+    every entry but the other submissions (a folder holding one is entered, not shown whole)."""
+    me = Path(path).resolve()
+    hidden = {Path(o) for o in others}
+    shown = [me]
+
+    def walk(folder):
+        try:
+            entries = sorted(folder.iterdir())
+        except OSError:
+            return
+        for entry in entries:
+            if len(shown) >= MAX_BESIDE:
+                return
+            real = entry.resolve()
+            if real == me or real in hidden or entry.name == "__pycache__" or entry.is_symlink():
+                continue
+            if entry.is_dir() and any(h.is_relative_to(real) for h in hidden):
+                walk(entry)
+            elif entry.is_dir() or entry.is_file():
+                shown.append(real)
+
+    walk(me.parent)
+    return shown
+
+
 class Submission:
     """One student's file, run in a child process (``isolate=True``) or in this one (tests)."""
 
@@ -76,6 +129,8 @@ class Submission:
         self.time_limit, self.memory_limit, self.keep_out = time_limit, memory_limit, keep_out
         self.isolate = isolate
         self.proc = self.folder = None
+        self.isolation = sandbox.Isolation("none", "in the grader's process") if not isolate else None
+        self.others = other_submissions(self.path) if isolate else []
         self.budget = time_limit                  # seconds of the current function left
         self.calls = set()                        # the exercise's functions the current one called
         self.stand_ins = {}                       # callee -> the grader's reference, for a re-run
@@ -90,23 +145,28 @@ class Submission:
         self.folder = tempfile.mkdtemp(prefix="mlp_ref_check_")
         from_parent, to_child = os.pipe()
         from_child, to_parent = os.pipe()
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONSTARTUP", "PYTHONINSPECT")}
-        env.update(PYTHONPATH=os.pathsep.join([PACKAGE_ROOT] + [p for p in [env.get("PYTHONPATH")] if p]),
-                   OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                   PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mlp_ref.classroom.grading.child", str(from_parent), str(to_parent)],
-            pass_fds=(from_parent, to_parent), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, cwd=self.folder, env=env, start_new_session=True)
+        env = {"PATH": "/usr/bin:/bin", "HOME": sandbox.HOME_MOUNT, "LANG": "C.UTF-8",
+               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg"}
+        self.isolation = sandbox.choose()
+        try:
+            self.proc = sandbox.start(self.isolation, (from_parent, to_parent),
+                                      beside(self.path, self.others), env, self.folder)
+        except OSError as exc:
+            for fd in (from_parent, to_parent, to_child, from_child):
+                os.close(fd)
+            raise StudentProblem("FILE", f"the grader could not start its child process "
+                                         f"({exc.strerror or exc})") from None
         os.close(from_parent)
         os.close(to_parent)
         self.to_child, self.from_child = to_child, from_child
         cpu = self.time_limit * (len(self.functions) + 2) + 10
-        request = {"path": self.path, "source": self.source,
+        request = {"path": os.path.abspath(self.path), "source": self.source,
                    "folder": os.path.dirname(os.path.abspath(self.path)),
                    "allowed": self.allowed, "functions": self.functions,
                    "answers": self.answer_names, "cpu_seconds": cpu,
-                   "memory_bytes": self.memory_limit, "keep_out": self.keep_out,
+                   "memory_bytes": self.memory_limit,
+                   "keep_out": [p for p in [self.keep_out] if p] + self.others,
                    "file_bytes": self.file_bytes}
         try:
             # the child's own start (Python, NumPy, the package) is not the student's time
@@ -118,7 +178,8 @@ class Submission:
             raise StudentProblem("FILE", f"importing it took more than {self.time_limit:g} s "
                                          f"(an endless loop at the top level?)") from None
         except (wire.Closed, wire.BadFrame):
-            rc = self.stop()
+            rc = self._exit_status()              # ended by itself, or only closed its pipes
+            self.stop()
             raise StudentProblem("FILE", f"the process running it {_ended(rc)} while importing "
                                          f"it") from None
         if type(reply) is not dict or "problem" in reply:
@@ -152,14 +213,7 @@ class Submission:
         """End the child (its whole session) and remove its folder; its exit status or None."""
         rc = None
         if self.proc is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                rc = self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                rc = None
+            rc = sandbox.end(self.isolation, self.proc)
             for fd in (self.to_child, self.from_child):
                 try:
                     os.close(fd)
@@ -172,11 +226,15 @@ class Submission:
         return rc
 
     def _exit_status(self):
-        """The child's exit status once it has ended by itself (a short wait), else None."""
+        """The child's exit status once it has ended by itself (a short wait), else None (it
+        closed its pipes and lives on). Under bubblewrap, 128 + n is the child's signal n."""
         try:
-            return self.proc.wait(timeout=2)
+            rc = self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             return None
+        if self.isolation.kind == "bubblewrap" and 128 < rc < 128 + 65:
+            return -(rc - 128)
+        return rc
 
     # -- calls ---------------------------------------------------------------------------------
     def begin(self, function, stand_ins=None):
@@ -288,12 +346,7 @@ class Submission:
                                             for a in args]})))))
             if "result" not in reply:
                 raise ValueError(f"the grader's {name} refused these arguments")
-            for given, left in zip(args, reply["after"]):
-                if isinstance(given, MLP):
-                    for k, v in given.params.items():
-                        v[...] = left["params"][k]
-                elif type(given) is np.ndarray:
-                    given[...] = left
+            child.leave_as(args, reply["after"])
             return reply["result"]
         return ask
 
