@@ -232,9 +232,10 @@ def _blame_callees(verdicts, calls, checks, submission):
                 again = Verdict(v.function, problem.status, problem.what)
             finally:
                 submission.stand_ins = {}
-            if again.status == "PASS":
-                v.what = (f"{v.what}; it passes when {names}, which it calls, "
-                          f"{'is' if one else 'are'} right: fix {names} first")
+            if again.status == "PASS":        # right: only its callees are wrong
+                v.status, v.hint = "PASS", ""
+                v.what = (f"passes with our {names} ({'yours fails' if one else 'yours fail'}: "
+                          f"fix {'it' if one else 'them'})")
                 continue
             v.what = (f"{v.what}; it calls {names}, which {'fails' if one else 'fail'}, but fails "
                       f"with {'a right one' if one else 'right ones'} too: {again.what}")
@@ -266,7 +267,8 @@ def _lines(verdicts, indent="  "):
     width = max(len(v.function) for v in verdicts) + 2
     lines = []
     for v in verdicts:
-        text = {"PASS": "PASS", "TODO": v.what or "not implemented yet"}.get(v.status, f"{v.status:<6}{v.what}")
+        text = {"PASS": f"PASS  {v.what}" if v.what else "PASS",
+                "TODO": v.what or "not implemented yet"}.get(v.status, f"{v.status:<6}{v.what}")
         lines.append(f"{indent}{v.function:{width}}{text}")
         if v.hint:
             lines.append(f"{indent}{'':{width}}hint: {v.hint}")
