@@ -384,7 +384,8 @@ def test_the_gradebook_of_a_folder_mixing_right_wrong_and_hostile_files(tmp_path
     # passed and total count the functions and the predictions: 3 + 2
     assert (by_file["alice_01.py"]["passed"], by_file["alice_01.py"]["total"]) == ("5", "5")
     assert by_file["alice_01.py"]["PREDICT_DW2_COLUMN0"] == "PASS"
-    assert [by_file["01_layer_backward_bob.py"][f] for f in functions01] == ["FAIL", "PASS", "FAIL"]
+    # bob's two_layer_backward is right: it passes with our sigmoid_backward standing in
+    assert [by_file["01_layer_backward_bob.py"][f] for f in functions01] == ["FAIL", "PASS", "PASS"]
     assert by_file["carol.py"]["exercise"] == "01_layer_backward"
     assert by_file["carol.py"]["passed"] == "0" and "while importing it" in by_file["carol.py"]["note"]
     # a file that cannot be graded counts against its exercise's whole total, ERROR in each column

@@ -12,8 +12,10 @@ function that fails only because a function it calls fails says so). Whatever th
 (exit, hang, crash, print, patch the package) is reported in one line, and the next file is
 graded. Each exercise's "predict, then run" constants are checked against runs made here.
 
-This isolates the reference from the student's code; it is not a security sandbox: grade files
-you do not trust in a container.
+Where it can, the child runs in a sandbox (``sandbox``: bubblewrap on Linux, else a uid of its
+own when the grader is root), which holds neither the reference answers, nor the solutions, nor
+the other submissions, and which nothing it starts outlives; the first line on standard error
+names the isolation used. Where neither starts, it says so: grade such files in a container.
 
 Exit status: 0 when every function of every file passes, 1 when one fails or is not
 implemented yet, 2 when a file cannot be graded, 130 when stopped by Ctrl-C.
@@ -34,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .answers import ALLOWED, EXERCISES, PREDICTIONS, REFERENCES, TOL, Verdict, Wrong, compare  # noqa: F401
+from . import sandbox
 from .runner import MEMORY_LIMIT, StudentProblem, Submission
 
 #: Seconds of the child's time each function's check may take (each takes well under one with
@@ -344,6 +347,9 @@ def main(paths, out=None, gradebook=None, time_limit=TIME_LIMIT, isolate=True, p
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     files = submissions(paths)
     results = []
+    if isolate and files:
+        print(f"check: each file runs in a child process, isolated by {sandbox.choose()}",
+              file=progress, flush=True)
     try:
         for i, path in enumerate(files, 1):
             if len(files) > 1:

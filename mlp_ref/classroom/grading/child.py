@@ -1,20 +1,27 @@
 """The child process that runs one submission: ``python -m mlp_ref.classroom.grading.child IN OUT``.
 
-The grader (``runner``) starts it in a folder of its own, in a session of its own (so that the
-teacher's Ctrl-C reaches the grader alone), and talks to it over two pipes (file descriptors IN
-and OUT), never over standard output, which the student's prints may fill or close. It
+The grader (``runner``) starts it in the sandbox ``sandbox`` chooses (bubblewrap, a uid of its
+own, or neither, said so), with ``python -I -S`` and an import path that holds the lesson, these
+modules and NumPy, nothing else; it talks to it over two pipes (file descriptors IN and OUT),
+never over standard output, which the student's prints may fill or close. It
 
 1. reads the load request, then limits itself (CPU seconds, address space, file size);
-2. keeps the exercise's solutions folder out of reach (an audit hook refuses to open files
-   there: a submission that reads or ``exec``s a solution fails to import it), and replaces
-   every public function of mlp_ref that the exercise does not allow with a *tripwire*: called
-   from the student's code it records its name and raises, called from mlp_ref's own code it
-   does what it always did (a network's ``gradient`` still runs its ``backward``);
+2. installs its guard, an audit hook: the solutions and the other submissions out of reach, the
+   package's code unreadable, and, once the student's file may run, no walk of the heap, no
+   new function or code object, no native code, no process, no signal (``REFUSED``); and
+   replaces every public function of mlp_ref that the exercise does not allow with a
+   *tripwire*: called from the student's code it records its name and raises, called from
+   mlp_ref's own code (a frame whose code object is the package's, by identity) it does what it
+   always did (a network's ``gradient`` still runs its ``backward``); the originals are held by
+   the guard alone, which no object the student can reach refers to;
 3. runs the student's file as a module and answers each call request with the function's
    result and its arguments afterwards, as plain data (``wire``), or with what it raised.
 
-It computes no reference answer: those stay in the grader's process. This isolates the grader
-from the student's code; it is not a security sandbox (grade untrusted files in a container).
+It computes no reference answer: those stay in the grader's process. Inside one process a
+determined student can still reach what the Python code of this process holds (a frame of a
+tripwire on the stack while the package calls back into the student's code); what must stay
+secret, the reference and the solutions, is not in the process, nor, under bubblewrap, on its
+file system.
 """
 from __future__ import annotations
 

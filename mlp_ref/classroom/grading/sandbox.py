@@ -142,7 +142,8 @@ def _choose(wanted):
         if why is None:
             return Isolation("user", f"uid {GRADER_UID}, killed with every process it started")
         reasons.append(why)
-    return Isolation("none", "; ".join(reasons) + ": the child runs as the grader's user")
+    return Isolation("none", "; ".join(reasons) + ": the child runs as the grader's user, "
+                             "grade files you do not trust in a container")
 
 
 def _probe_bwrap():
@@ -168,10 +169,11 @@ def _probe_user():
     try:
         probe = subprocess.run([sys.executable, "-I", "-S", "-c", "pass"], preexec_fn=_as_grader_uid,
                                capture_output=True, timeout=30, cwd="/")
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"uid {GRADER_UID} cannot start Python ({type(exc).__name__})"
-    if probe.returncode != 0:
-        return f"uid {GRADER_UID} cannot run {sys.executable} (a folder on its way that others may not enter?)"
+    except (OSError, subprocess.SubprocessError):
+        probe = None
+    if probe is None or probe.returncode != 0:
+        return (f"uid {GRADER_UID} cannot run {sys.executable} (a folder on its way that others "
+                f"may not enter?)")
     return None
 
 
@@ -205,7 +207,7 @@ def bwrap_command(argv, folder, beside):
     for key in ("purelib", "platlib"):            # site-packages: hidden, NumPy comes by the view
         site = os.path.realpath(sysconfig.get_paths()[key])
         if os.path.isdir(site):
-            args += ["--tmpfs", site]
+            args += ["--tmpfs", site, "--remount-ro", site]
     args += ["--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
              "--size", str(TMPFS_BYTES), "--tmpfs", HOME_MOUNT]
     if _view is not None:
