@@ -39,6 +39,12 @@ def test_the_lesson_view_holds_the_lesson_and_the_child_and_nothing_of_the_grade
     assert argv[1:4] == ["-I", "-S", "-c"] and argv[-2:] == ["7", "8"]
 
 
+def test_an_isolation_asked_for_by_name_and_a_name_that_is_none():
+    assert sandbox.choose("none").kind == "none" and "asked for" in str(sandbox.choose("none"))
+    assert sandbox.choose("jail").kind == "none" and "'jail' is not bubblewrap, user or none" in \
+        str(sandbox.choose("jail"))
+
+
 def test_a_submission_sees_its_helpers_and_data_but_not_the_other_submissions(tmp_path):
     for name, text in {"alice_01.py": 'EXERCISE = "01_layer_backward"\n',
                        "01_layer_backward_bob.py": "x = 1\n", "helpers.py": "def h():\n    pass\n",

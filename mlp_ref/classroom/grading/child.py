@@ -278,7 +278,8 @@ def load(request):
     try:
         code = compile(source, path, "exec", dont_inherit=True)
     except SyntaxError as exc:
-        return None, {"problem": f"syntax error at line {exc.lineno}: {_one_line(exc.msg, 120)}"}
+        where = f" at line {exc.lineno}" if exc.lineno else ""
+        return None, {"problem": f"syntax error{where}: {_one_line(exc.msg, 120)}"}
     except BaseException as exc:                  # noqa: BLE001 - too deep to compile
         return None, {"problem": f"cannot be compiled ({type(exc).__name__})"}
     module = types.ModuleType(f"submission_{os.getpid()}")
