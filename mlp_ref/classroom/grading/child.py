@@ -25,6 +25,7 @@ file system.
 """
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import sys
@@ -78,23 +79,24 @@ REFUSED = ("gc.get_objects", "gc.get_referrers", "gc.get_referents",
            "sys._current_frames", "function.__new__", "code.__new__", "sys.settrace",
            "sys.setprofile", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
            "os.spawn", "os.fork", "os.forkpty", "os.kill", "os.killpg", "signal.pthread_kill",
-           "pty.spawn", "os.startfile", "socket.__new__", "socket.connect")
+           "pty.spawn", "os.startfile", "socket.__new__", "socket.connect", "_thread.start_new_thread")
 
 
 class _Pass(BaseException):
     """What the guard raises to a tripwire called from the package: the original, to call."""
 
 
-def keep_out(folders, tripwire_code=None):
+def keep_out(folders, tripwire_code=None, fetch_code=None):
     """Install the child's guard, an audit hook (which nothing can remove, and whose state no
     object the student can reach holds): from now on it refuses to open any file under
     ``folders`` (the solutions, the other submissions), the package's own code (``.py``,
     ``.pyc``: a reload or an ``exec`` of its source would bring back what the tripwires
     replaced; its data files stay readable) and another process's memory; once armed (the
-    event "mlp_ref.arm", sent before the student's file runs) it refuses the REFUSED events,
-    and answers each tripwire ("mlp_ref.trip"): called from the package's own code (a frame
-    whose code object is one of the package's, by identity, not by file name) it hands the
-    tripwire the original; called from anything else it raises UsedPackage."""
+    event "mlp_ref.arm", sent before the student's file runs) it refuses the REFUSED events and
+    a function's new ``__code__``, and answers each tripwire ("mlp_ref.trip", from ``_fetch``):
+    when the stack is ``_fetch`` over a tripwire over the package's own code (code objects
+    compared by identity, with the ones this hook was given, not by file name or a global) it
+    hands over the original; otherwise it raises UsedPackage."""
     folders = tuple(os.path.realpath(f) + os.sep for f in folders if f)
     package = os.path.realpath(PACKAGE_DIR) + os.sep
     state = {"armed": False, "originals": {}, "codes": frozenset(), "inside": 0}
@@ -120,9 +122,11 @@ def keep_out(folders, tripwire_code=None):
             if not state["armed"]:
                 raise _Pass(state["originals"][args[0]])
             state["inside"] += 1
-            try:
-                frame = sys._getframe(1)
-                ours = frame.f_code is tripwire_code and frame.f_back is not None \
+            try:                                  # _fetch <- a tripwire <- the package
+                fetch = sys._getframe(1)
+                frame = fetch.f_back
+                ours = fetch.f_code is fetch_code and frame is not None \
+                    and frame.f_code is tripwire_code and frame.f_back is not None \
                     and frame.f_back.f_code in state["codes"]
                 f = state["originals"].get(args[0]) if ours else None
             finally:
@@ -138,30 +142,34 @@ def keep_out(folders, tripwire_code=None):
         elif event in ("open", "os.symlink", "os.link", "shutil.copyfile", "os.listdir",
                        "os.scandir") and args and isinstance(args[0], (str, bytes, os.PathLike)):
             refuse_path(args[0])
-        elif state["armed"] and (event in REFUSED or event.startswith("ctypes.")):
+        elif state["armed"] and (event in REFUSED or event.startswith("ctypes.") or (
+                event == "object.__setattr__" and len(args) > 1 and args[1] == "__code__")):
             raise PermissionError(f"{event}: not something an exercise needs; the grader refuses it")
 
     sys.addaudithook(hook)
 
 
 # -- tripwires ---------------------------------------------------------------------------------
+def _fetch(name):
+    """The original of the tripwire ``name`` from the guard, which checks the stack (this frame,
+    a tripwire's below it, the package's code below that) and raises UsedPackage otherwise."""
+    try:
+        sys.audit("mlp_ref.trip", name)
+    except _Pass as allowed:
+        return allowed.args[0]
+    raise UsedPackage(f"mlp_ref's own {name}: the exercise asks you to write it")
+
+
 def _tripwire(f, name):
     def tripwire(*args, **kwargs):
-        try:
-            sys.audit("mlp_ref.trip", name)
-        except _Pass as allowed:
-            original = allowed.args[0]
-            del allowed
-            try:
-                return original(*args, **kwargs)
-            finally:
-                del original
-        raise UsedPackage(f"mlp_ref's own {name}: the exercise asks you to write it")
+        # the original lives on this frame's value stack only, in no name a frame can show
+        return _fetch(name)(*args, **kwargs)
     tripwire.__name__, tripwire.__qualname__, tripwire.__doc__ = f.__name__, f.__qualname__, f.__doc__
     return tripwire
 
 
 TRIPWIRE_CODE = _tripwire(len, "").__code__
+FETCH_CODE = _fetch.__code__
 
 
 def _codes(obj, found):
@@ -207,8 +215,10 @@ def _short(module_name):
 
 
 def install_tripwires(allowed):
-    """Every public function and class method of mlp_ref, except ``allowed`` ("jacobian.flatten",
-    "network.MLP": a class with its bases and methods), replaced by a tripwire."""
+    """Every function and class method of mlp_ref (private ones too: a helper can do the work),
+    except ``allowed`` ("jacobian.flatten", "network.MLP": a class with its bases and methods),
+    replaced by a tripwire, wherever the package holds it: a module's name, a class, and the
+    tables, named tuples and partials of its modules (``activations.ACTIVATIONS[...].df``)."""
     allowed = set(allowed)
     for name in list(allowed):
         module, _, attr = name.rpartition(".")
@@ -223,7 +233,8 @@ def install_tripwires(allowed):
     for module in modules:
         for attr, obj in list(vars(module).items()):
             owner = getattr(obj, "__module__", None) or ""
-            if attr.startswith("_") or not owner.startswith("mlp_ref") or owner.startswith("mlp_ref.classroom.grading"):
+            if (attr.startswith("__") or not owner.startswith("mlp_ref")
+                    or owner.startswith("mlp_ref.classroom.grading")):
                 continue
             key = f"{_short(owner)}.{getattr(obj, '__qualname__', attr)}"
             if isinstance(obj, types.FunctionType) and key not in allowed:
@@ -234,11 +245,45 @@ def install_tripwires(allowed):
             elif isinstance(obj, type) and key not in allowed and obj not in done:
                 done.add(obj)
                 for method, f in list(vars(obj).items()):
-                    if isinstance(f, types.FunctionType) and (not method.startswith("_")
+                    if isinstance(f, types.FunctionType) and (not method.startswith("__")
                                                                or method in ("__init__", "__call__")):
-                        setattr(obj, method, _tripwire(f, f"{key}.{method}"))
+                        wrapped[id(f)] = _tripwire(f, f"{key}.{method}")
+                        setattr(obj, method, wrapped[id(f)])
                         originals[f"{key}.{method}"] = f
+    for module in modules:                        # the tables that hold them
+        for attr, obj in list(vars(module).items()):
+            if not isinstance(obj, (types.FunctionType, type, types.ModuleType)):
+                new = _swapped(obj, wrapped)
+                if new is not obj:
+                    setattr(module, attr, new)
     sys.audit("mlp_ref.tripwires", originals, codes)      # the guard keeps them; nothing else
+
+
+def _swapped(obj, wrapped, depth=0):
+    """``obj`` with every function of ``wrapped`` in it replaced by its tripwire: a dict or a
+    list changed in place (others hold it too), a tuple, named tuple or partial made anew."""
+    if depth > 4:
+        return obj
+    if isinstance(obj, types.FunctionType):
+        return wrapped.get(id(obj), obj)
+    if type(obj) is dict:
+        for k, v in list(obj.items()):
+            new = _swapped(v, wrapped, depth + 1)
+            if new is not v:
+                obj[k] = new
+        return obj
+    if type(obj) is list:
+        obj[:] = [_swapped(v, wrapped, depth + 1) for v in obj]
+        return obj
+    if isinstance(obj, tuple):
+        items = [_swapped(v, wrapped, depth + 1) for v in obj]
+        if all(a is b for a, b in zip(items, obj)):
+            return obj
+        return type(obj)._make(items) if hasattr(type(obj), "_make") else tuple(items)
+    if isinstance(obj, functools.partial):
+        func = _swapped(obj.func, wrapped, depth + 1)
+        return obj if func is obj.func else functools.partial(func, *obj.args, **obj.keywords)
+    return obj
 
 
 # -- running the student's code ----------------------------------------------------------------
@@ -346,7 +391,7 @@ def main(argv=None):
     rfd, wfd = int(argv[0]), int(argv[1])
     request = wire.receive(rfd)
     limit(request["cpu_seconds"], request["memory_bytes"], request["file_bytes"])
-    keep_out(request["keep_out"], TRIPWIRE_CODE)
+    keep_out(request["keep_out"], TRIPWIRE_CODE, FETCH_CODE)
     install_tripwires(request["allowed"])
     wire.send(wfd, {"ready": True})               # the grader's clock for the import starts now
     sys.audit("mlp_ref.arm")                      # the guard is strict from here on
