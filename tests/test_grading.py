@@ -252,8 +252,6 @@ def test_a_file_that_exits_at_import_is_one_line_and_never_passes():
                    f"status 0) while importing it\n")
 
 
-SANDBOXED = grading.runner.sandbox.choose().kind == "bubblewrap"
-
 #: Each hostile file and what the grader says of it: one line for the file, or per function.
 HOSTILE_SAID = {
     "exit_at_import.py": ["the process running it ended (exit status 0) while importing it"],
@@ -282,9 +280,9 @@ HOSTILE_SAID = {
         "project_dense  FAIL  calls fixes.project_dense, mlp_ref's own implementation",
         "gram_out1      FAIL  calls jacobian.OutputJacobian.__init__, mlp_ref's own implementation",
         "project_gram   FAIL  calls fixes.project, mlp_ref's own implementation"],
-    # in bubblewrap the solutions are not there at all; elsewhere the audit hook refuses them
-    "execs_the_solutions.py": ["importing it raised FileNotFoundError: "] if SANDBOXED else [
-        "importing it raised PermissionError: ", "the grader keeps the solutions out of reach (line 8)"],
+    # the child imports the lesson from a view that holds no solutions (and the guard refuses
+    # the solutions folder itself: tests/test_attacks.py)
+    "execs_the_solutions.py": ["importing it raised FileNotFoundError: ", "(line 8)"],
     "reloads_the_package.py": ["importing it raised PermissionError: ",
                                "the grader keeps mlp_ref's code out of reach (import only what the "
                                "exercise imports) (line 7)"],
@@ -293,12 +291,10 @@ HOSTILE_SAID = {
         "(a subclass of numpy's ndarray)",
         "affine_backward     FAIL  stage dW: not an array of the expected shape (3, 4): got Liar",
         "two_layer_backward  FAIL  stage dout: not an array of the expected shape (8, 2): got function"],
-    # in bubblewrap each child has a /tmp of its own: the second import finds no marker
+    # each child has a temporary folder of its own (TMPDIR): the second finds no marker
     "fails_its_second_import.py": [
         f"sigmoid_backward    ERROR still running after {LIMIT_S:g} s (an endless loop?): stopped",
-        "affine_backward     FAIL  expected a tuple (dW, db, da_prev), got NoneType" if SANDBOXED else
-        "affine_backward     ERROR started again, the file failed: the process running it ended "
-        "(exit status 7) while importing it",
+        "affine_backward     FAIL  expected a tuple (dW, db, da_prev), got NoneType",
         "two_layer_backward  FAIL  expected a dict of stages, got NoneType"],
     "talks_on_the_channel.py": [
         "sigmoid_backward    ERROR the process sent something that is not an answer",

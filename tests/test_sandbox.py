@@ -36,7 +36,7 @@ def test_the_lesson_view_holds_the_lesson_and_the_child_and_nothing_of_the_grade
     # nobody but its owner (the grader) may write in it
     assert all(not (p.stat().st_mode & 0o022) for p in view.rglob("*"))
     argv = sandbox.child_argv(sandbox.Isolation("bubblewrap", ""), (7, 8))
-    assert argv[1:4] == ["-I", "-S", "-c"] and argv[-2:] == ["7", "8"]
+    assert argv[1:5] == ["-I", "-S", "-B", "-c"] and argv[-2:] == ["7", "8"]
 
 
 def test_an_isolation_asked_for_by_name_and_a_name_that_is_none():

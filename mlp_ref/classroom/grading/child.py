@@ -82,6 +82,28 @@ REFUSED = ("gc.get_objects", "gc.get_referrers", "gc.get_referents",
            "pty.spawn", "os.startfile", "socket.__new__", "socket.connect", "_thread.start_new_thread")
 
 
+#: The audit events that change the file system, and their (paths, dir_fd) from the arguments.
+WRITES = {
+    "os.rename": lambda a: (a[:2], a[2] if a[2] is not None else a[3]),
+    "os.remove": lambda a: (a[:1], a[1]), "os.rmdir": lambda a: (a[:1], a[1]),
+    "os.mkdir": lambda a: (a[:1], a[2]), "os.chmod": lambda a: (a[:1], a[2]),
+    "os.chown": lambda a: (a[:1], a[3]), "os.utime": lambda a: (a[:1], a[3]),
+    "os.truncate": lambda a: (a[:1], None), "os.symlink": lambda a: (a[1:2], a[2]),
+    "os.link": lambda a: (a[1:2], a[2] if a[2] is not None else a[3]),
+    "shutil.copyfile": lambda a: (a[1:2], None), "shutil.rmtree": lambda a: (a[:1], a[1]),
+    "os.mkfifo": lambda a: (a[:1], a[2]), "os.mknod": lambda a: (a[:1], a[3]),
+}
+
+
+def _writes(args):
+    """Whether an "open" event's (path, mode, flags) may write."""
+    mode, flags = (list(args) + [None, None])[1:3]
+    if isinstance(mode, str) and any(c in mode for c in "wax+"):
+        return True
+    return isinstance(flags, int) and bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT
+                                                    | os.O_TRUNC | os.O_APPEND))
+
+
 class _Pass(BaseException):
     """What the guard raises to a tripwire called from the package: the original, to call."""
 
@@ -100,11 +122,12 @@ def keep_out(folders, tripwire_code=None, fetch_code=None):
     folders = tuple(os.path.realpath(f) + os.sep for f in folders if f)
     package = os.path.realpath(PACKAGE_DIR) + os.sep
     state = {"armed": False, "originals": {}, "codes": frozenset(), "inside": 0}
+    own = os.path.realpath(os.getcwd()) + os.sep
 
-    def refuse_path(path):
+    def refuse_path(path, event):
         real = os.path.realpath(os.fsdecode(path))
-        if any((real + os.sep).startswith(f) for f in folders) or any(
-                f.startswith(real + os.sep) and os.path.isdir(real) for f in folders):
+        if any((real + os.sep).startswith(f) for f in folders) or (event == "open" and any(
+                f.startswith(real + os.sep) and os.path.isdir(real) for f in folders)):
             raise PermissionError(f"{os.fsdecode(path)}: the grader keeps the solutions "
                                   f"out of reach")
         if real.startswith(package) and real.endswith((".py", ".pyc")):
@@ -114,6 +137,21 @@ def keep_out(folders, tripwire_code=None, fetch_code=None):
         if len(parts) > 3 and parts[1] == "proc" and parts[2] not in ("self", str(os.getpid())) \
                 and parts[3] in ("mem", "environ", "maps", "fd", "root", "cwd"):
             raise PermissionError(f"{os.fsdecode(path)}: another process's")
+
+    def refuse_write(path, dir_fd):
+        """Writes stay in the child's own folder (its working folder, where TMPDIR points)."""
+        if isinstance(path, int):                 # an open descriptor: opened under this guard
+            return
+        path = os.fsdecode(path)
+        if isinstance(dir_fd, int) and dir_fd >= 0:                 # AT_FDCWD arrives as -100
+            try:                                  # the folder the descriptor is open on (Linux)
+                path = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path)
+            except OSError:
+                path = None
+        real = None if path is None else os.path.realpath(path)
+        if real is None or not (real + os.sep).startswith(own):
+            raise PermissionError(f"{path}: the grader lets a submission write in its own "
+                                  f"folder only")
 
     def hook(event, args):
         if state["inside"]:                       # the guard's own look at the stack
@@ -141,7 +179,13 @@ def keep_out(folders, tripwire_code=None, fetch_code=None):
             state["armed"] = True
         elif event in ("open", "os.symlink", "os.link", "shutil.copyfile", "os.listdir",
                        "os.scandir") and args and isinstance(args[0], (str, bytes, os.PathLike)):
-            refuse_path(args[0])
+            refuse_path(args[0], event)      # a folder above them: no os.open(..., dir_fd=)
+            if state["armed"] and event == "open" and _writes(args):
+                refuse_write(args[0], None)
+        if state["armed"] and event in WRITES:
+            paths, dir_fd = WRITES[event](args)
+            for path in paths:
+                refuse_write(path, dir_fd)
         elif state["armed"] and (event in REFUSED or event.startswith("ctypes.") or (
                 event == "object.__setattr__" and len(args) > 1 and args[1] == "__code__")):
             raise PermissionError(f"{event}: not something an exercise needs; the grader refuses it")

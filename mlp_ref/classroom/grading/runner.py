@@ -63,6 +63,9 @@ def _ended(returncode):
     return f"ended (exit status {returncode})"
 
 
+#: The grader's own package folder: the child imports the lesson from its view, never from here.
+PACKAGE = str(Path(__file__).resolve().parents[2])
+
 #: The most entries of a submission's folder the child may see beside it (helpers, data).
 MAX_BESIDE = 200
 
@@ -149,6 +152,7 @@ class Submission:
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg"}
         self.isolation = sandbox.choose()
+        env["TMPDIR"] = sandbox.HOME_MOUNT if self.isolation.kind == "bubblewrap" else self.folder
         try:
             self.proc = sandbox.start(self.isolation, (from_parent, to_parent),
                                       beside(self.path, self.others), env, self.folder)
@@ -166,7 +170,7 @@ class Submission:
                    "allowed": self.allowed, "functions": self.functions,
                    "answers": self.answer_names, "cpu_seconds": cpu,
                    "memory_bytes": self.memory_limit,
-                   "keep_out": [p for p in [self.keep_out] if p] + self.others,
+                   "keep_out": [p for p in [self.keep_out, PACKAGE] if p] + self.others,
                    "file_bytes": self.file_bytes}
         try:
             # the child's own start (Python, NumPy, the package) is not the student's time

@@ -227,7 +227,7 @@ def child_argv(isolation, fds):
     else:
         path = [lesson_view()] + sorted({str(p.parent) for p in _numpy_dirs()})
     start = f"import sys; sys.path[:0] = {path!r}; {_CHILD_MAIN}"
-    return [sys.executable, "-I", "-S", "-c", start, *map(str, fds)]
+    return [sys.executable, "-I", "-S", "-B", "-c", start, *map(str, fds)]
 
 
 def start(isolation, fds, beside, env, folder):
