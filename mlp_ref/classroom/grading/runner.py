@@ -1,15 +1,19 @@
 """The grader's side of a submission: its child process, and its functions as remote calls.
 
-``Submission`` starts ``python -m mlp_ref.classroom.grading.child`` in a temporary folder and a session of
-its own, sends it the file's source, and then turns each call a check makes, ``fn(net, X, G)``,
+``Submission`` starts the child (``child``) in the isolation ``sandbox`` chooses, in a folder and a
+session of its own, seeing of the submission's folder the file, its helpers and its data but not
+the other submissions (``beside``), sends it the file's source (its path made absolute, so that
+``__file__`` finds what lies beside it), and then turns each call a check makes, ``fn(net, X, G)``,
 into a request: the arguments go as plain data (a network as its sizes, activations and
 parameters), the answer comes back as plain data, and what the function did to its arguments
 is copied back into the grader's objects, so that a check can still say "net must not change".
 
-Whatever the child does (exits with any status, closes its output, hangs, ignores signals,
-sends garbage, exceeds its memory), the call raises a ``StudentProblem`` that the grade turns
-into one line; a child that has gone is started again for the next function. The grader's
-wall clock bounds each function; the child's CPU-time and address-space limits back it up.
+Whatever the child does (exits with any status, closes its pipes, hangs, ignores signals,
+sends garbage or a frame that would inflate, exceeds its memory), the call raises a
+``StudentProblem`` that the grade turns into one line; a child that has gone is started again
+for the next function, and when a file is done its child and everything it started are killed
+(``sandbox.end``). The grader's wall clock bounds each function; the child's CPU-time and
+address-space limits back it up.
 """
 from __future__ import annotations
 

@@ -2,8 +2,10 @@
 
 A message is a length-prefixed frame holding an ``.npz`` archive: its JSON skeleton (None, bools,
 ints, floats, strings, and tagged lists, tuples, dicts, arrays and networks) as one uint8 array,
-and every array beside it. The grader reads a child's frames with ``np.load(allow_pickle=False)``
-and ``json.loads``, so that nothing a child sends can run code in the grader, and it accepts
+and every array beside it, stored (not compressed). The grader reads a child's frames with its
+own reader of ``.npy`` members (no pickle; every member's size known before it is read, none
+larger than the frame: a deflated member, which could inflate a MiB into a GiB, is refused) and
+``json.loads``, so that nothing a child sends can run code in the grader, and it accepts
 only plain numeric ndarrays: a NumPy subclass, a lazy object or one whose ``__array__`` lies
 never leaves the child as an array; it arrives as ``Other(type name)``, which every comparison
 refuses as "not an array of the expected shape".
