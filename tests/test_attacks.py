@@ -386,6 +386,8 @@ def test_a_valid_file_reads_data_beside_itself_through_a_relative_path(tmp_path,
     folder.mkdir()
     os.chmod(tmp_path, 0o755)
     np.save(folder / "scale.npy", np.array([1.0]))
+    for path in (folder, folder / "scale.npy"):   # a class folder, readable by all
+        os.chmod(path, 0o755)
     text = _solution("01_layer_backward").replace(
         'EXERCISE = "01_layer_backward"', 'EXERCISE = "01_layer_backward"\nimport os\n'
         'ONE = float(np.load(os.path.join(os.path.dirname(__file__), "scale.npy"))[0])', 1).replace(

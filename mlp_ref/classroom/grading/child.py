@@ -128,8 +128,8 @@ def keep_out(folders, tripwire_code=None, fetch_code=None):
         real = os.path.realpath(os.fsdecode(path))
         if any((real + os.sep).startswith(f) for f in folders) or (event == "open" and any(
                 f.startswith(real + os.sep) and os.path.isdir(real) for f in folders)):
-            raise PermissionError(f"{os.fsdecode(path)}: the grader keeps the solutions "
-                                  f"out of reach")
+            raise PermissionError(f"{os.fsdecode(path)}: the grader keeps the solutions and the "
+                                  f"other submissions out of reach")
         if real.startswith(package) and real.endswith((".py", ".pyc")):
             raise PermissionError(f"{os.fsdecode(path)}: the grader keeps mlp_ref's code "
                                   f"out of reach (import only what the exercise imports)")

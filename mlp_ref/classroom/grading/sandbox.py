@@ -190,6 +190,9 @@ def bwrap_command(argv, folder, beside):
     tmpfs when None), ``beside`` the files and folders it may read at their own paths."""
     args = ["bwrap", "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
             "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            # the private /tmp first: what is bound below it (a Python in a venv made by
+            # mktemp, a submission's folder) must be bound after it, on top of it
+            "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
             "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev"]
     for name in ("bin", "lib", "lib64", "lib32", "sbin"):
         path = Path("/", name)
@@ -208,8 +211,7 @@ def bwrap_command(argv, folder, beside):
         site = os.path.realpath(sysconfig.get_paths()[key])
         if os.path.isdir(site):
             args += ["--tmpfs", site, "--remount-ro", site]
-    args += ["--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
-             "--size", str(TMPFS_BYTES), "--tmpfs", HOME_MOUNT]
+    args += ["--size", str(TMPFS_BYTES), "--tmpfs", HOME_MOUNT]
     if _view is not None:
         args += ["--ro-bind", _view, f"{VIEW_MOUNT}/view"]
         for path in _numpy_dirs():
