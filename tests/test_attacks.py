@@ -465,3 +465,37 @@ def test_grading_leaves_no_folder_behind(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     _grade(tmp_path, WRONG_01)
     assert list(temp.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_bomb_sent_on_the_channel_is_refused_and_the_grader_stays_small(tmp_path):
+    """The child writes, as its answer, a 256 kiB frame whose member inflates to 256 MiB: the
+    grader says it is not an answer, and its own peak memory does not grow by the inflated size."""
+    import resource
+    text = '''
+        import io, struct, sys, zipfile
+        import numpy as np
+        EXERCISE = "01_layer_backward"
+        def sigmoid_backward(da, z):
+            buffer = io.BytesIO()
+            with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+                archive.writestr("skeleton.npy", b"")
+                with archive.open("a0.npy", "w", force_zip64=True) as f:
+                    np.lib.format.write_array_header_1_0(
+                        f, {"descr": "<u1", "fortran_order": False, "shape": (2 ** 28,)})
+                    for _ in range(16):
+                        f.write(bytes(2 ** 24))
+            frame = buffer.getvalue()
+            fd = int(sys.argv[-1])
+            data = struct.pack("<Q", len(frame)) + frame
+            while data:
+                data = data[__import__("os").write(fd, data):]
+            import time
+            time.sleep(30)
+    '''
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    result, report, took = _grade(tmp_path, text)
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    verdict = result.verdicts[0]
+    assert verdict.status == "ERROR" and "not an answer" in verdict.what, report
+    assert grown < 2 ** 27, grown                 # half the inflated size: it was never inflated
