@@ -221,12 +221,12 @@ class Submission:
         """End the child (its whole session) and remove its folder; its exit status or None."""
         rc = None
         if self.proc is not None:
-            rc = sandbox.end(self.isolation, self.proc)
-            for fd in (self.to_child, self.from_child):
-                try:
+            for fd in (self.to_child, self.from_child):     # a child between calls ends by
+                try:                                        # itself when its pipes close
                     os.close(fd)
                 except OSError:
                     pass
+            rc = sandbox.end(self.isolation, self.proc)
             self.proc = None
         if self.folder:
             shutil.rmtree(self.folder, ignore_errors=True)

@@ -248,9 +248,19 @@ def start(isolation, fds, beside, env, folder):
     return subprocess.Popen(argv, cwd=folder, start_new_session=True, **common)
 
 
+#: Seconds a child whose pipes are closed has to end by itself (its CPU time is then counted
+#: among the grader's children's) before it is killed.
+GRACE = 0.2
+
+
 def end(isolation, proc):
-    """Kill the child and every process it started; its exit status, or None if it would not
-    end. bubblewrap: its PID namespace ends with it; user: every process of GRADER_UID."""
+    """Kill the child and every process it started (after GRACE seconds to end by itself); its
+    exit status, or None if it would not end. bubblewrap: its PID namespace ends with its first
+    process; user: every process of GRADER_UID is killed; none: its session."""
+    try:
+        proc.wait(timeout=GRACE)
+    except subprocess.TimeoutExpired:
+        pass
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
