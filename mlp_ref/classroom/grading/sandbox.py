@@ -46,7 +46,8 @@ import numpy as np
 
 #: The uid the child runs as where the grader is root and bubblewrap cannot start: one with no
 #: account and no file, so that killing every process of it kills only what a child started.
-GRADER_UID = int(os.environ.get("MLP_REF_GRADER_UID", "64321"))
+_uid = os.environ.get("MLP_REF_GRADER_UID", "")
+GRADER_UID = int(_uid) if _uid.isdigit() and 0 < int(_uid) < 2 ** 31 else 64321
 
 #: Where the lesson view is mounted inside bubblewrap, and the child's working folder there.
 VIEW_MOUNT, HOME_MOUNT = "/grader", "/home/student"
