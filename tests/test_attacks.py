@@ -445,6 +445,20 @@ def test_python_m_from_a_class_folder_does_not_run_a_students_numpy(tmp_path):
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0 and "All done." in proc.stdout, proc
+    # a student's mlp_ref.py there would be run by `python -m mlp_ref` itself, before any line of
+    # ours (Python's rule): -P keeps it out, and the grader started elsewhere warns of it
+    (folder / "mlp_ref.py").write_text("raise SystemExit('the student mlp_ref ran as the grader')\n")
+    safe = subprocess.run([sys.executable, "-P", "-m", "mlp_ref", "check", "alice_01.py"], cwd=folder,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert safe.returncode == 0 and "All done." in safe.stdout, safe
+    told = subprocess.run([sys.executable, "-m", "mlp_ref", "check", str(folder)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert told.returncode == 0, told
+    for name in ("mlp_ref.py", "numpy.py"):
+        assert f"check: {folder / name}: `python -m mlp_ref` started in its folder would run it " \
+               f"in place of the grader" in told.stderr, told.stderr
 
 
 @pytest.mark.slow

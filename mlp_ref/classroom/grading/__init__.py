@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .answers import ALLOWED, EXERCISES, PREDICTIONS, REFERENCES, TOL, Verdict, Wrong, compare  # noqa: F401
-from . import sandbox
+from . import runner, sandbox
 from .runner import MEMORY_LIMIT, StudentProblem, Submission
 
 #: Seconds of the child's time each function's check may take (each takes well under one with
@@ -350,6 +350,10 @@ def main(paths, out=None, gradebook=None, time_limit=TIME_LIMIT, isolate=True, p
     if isolate and files:
         print(f"check: each file runs in a child process, isolated by {sandbox.choose()}",
               file=progress, flush=True)
+    for shadow in runner.shadows(paths):
+        print(f"check: {shadow}: `python -m mlp_ref` started in its folder would run it in place "
+              f"of the grader; start it elsewhere, or run mlp-ref or python -P -m mlp_ref",
+              file=progress)
     try:
         for i, path in enumerate(files, 1):
             if len(files) > 1:

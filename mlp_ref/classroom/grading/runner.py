@@ -74,6 +74,18 @@ PACKAGE = str(Path(__file__).resolve().parents[2])
 MAX_BESIDE = 200
 
 
+#: What a class folder may hold that Python would import in place of the grader's own code when
+#: ``python -m mlp_ref`` is started in that folder (``mlp_ref.py`` runs before any line of ours).
+SHADOWS = ("mlp_ref.py", "mlp_ref", "numpy.py", "numpy")
+
+
+def shadows(paths):
+    """The files and folders in the folders ``paths`` (and the folders of the files) named as
+    the grader's own modules: the teacher is told never to start ``python -m`` beside them."""
+    folders = {Path(p) if Path(p).is_dir() else Path(p).parent for p in paths}
+    return sorted(str(f / name) for f in folders for name in SHADOWS if (f / name).exists())
+
+
 def _is_submission(path):
     """Whether ``path`` is a submission (a ``.py`` file named after an exercise, or that sets
     EXERCISE), by the rule that tells a submission from a helper module."""
