@@ -246,14 +246,12 @@ def test_an_attack_does_not_pass(name, tmp_path):
     if name.startswith("a classmate"):
         (tmp_path / "class").mkdir()
         (tmp_path / "class" / "alice_01.py").write_text(_solution("01_layer_backward"))
-    site = sorted(_site_packages().iterdir())
     result, report, took = _grade(tmp_path, text, name="bob.py")
     assert "All done" not in report, report
     _no_pass(result, report, took, functions)
-    # nothing left behind: in the class folder, site-packages, or as a process
+    # nothing left behind: in the class folder, or as a process (site-packages: the file test)
     assert sorted(p.name for p in (tmp_path / "class").iterdir()) == sorted(
         ["bob.py"] + (["alice_01.py"] if name.startswith("a classmate") else []))
-    assert sorted(_site_packages().iterdir()) == site
     assert not sandbox.processes_of(sandbox.GRADER_UID)
 
 
