@@ -22,6 +22,17 @@ speed and memory, tested equal to the reference, and is what ``python -m mlp_ref
 
 ``import mlp_ref`` stays light: it never imports matplotlib (only ``mlp_ref.plots`` does).
 """
+import os as _os
+import sys as _sys
+
+if _sys.argv[:1] == ["-m"] and not getattr(_sys.flags, "safe_path", False):
+    # `python -m mlp_ref ...` (argv[0] is "-m" while Python finds the package to run) put the
+    # current folder first on the import path: run in a class folder, a student's numpy.py
+    # would be imported as NumPy by the grader. The package is found already; nothing of ours
+    # is imported from the current folder (`python -P` semantics).
+    if _sys.path and _sys.path[0] in ("", _os.getcwd()):
+        del _sys.path[0]
+
 from . import (activations, architectures, data, fast, fixes, gradcheck, jacobian, losses, optim,
                pseudoinverse, setups)
 from .architectures import SplitHeads, TwoTower

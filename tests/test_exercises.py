@@ -111,7 +111,8 @@ def test_a_blank_file_is_not_implemented_yet(blank):
 #: grader must say. Each is a real mistake students make.
 BROKEN = {
     "sigmoid' at a, not z": ("01_layer_backward", "return da * s * (1.0 - s)",
-                             "return da * z * (1.0 - z)", "two_layer_backward  FAIL  stage dz1"),
+                             "return da * z * (1.0 - z)",
+                             "two_layer_backward  PASS  passes with our sigmoid_backward"),
     "bias gradient not summed over rows": ("01_layer_backward", "db = dz.sum(axis=0)",
                                            "db = dz.sum(axis=1)", "stage db: shape (6,), expected (4,)"),
     "G without the mask's factor": ("02_masked_loss", "2.0 * mask * r / r.size", "2.0 * r / r.size",
@@ -218,7 +219,9 @@ def test_check_is_a_command(tmp_path):
     res = subprocess.run([sys.executable, "-m", "mlp_ref", "check", str(BLANKS[0])],
                          capture_output=True, text=True, cwd=ROOT,
                          env={**__import__("os").environ, "PYTHONPATH": env_path})
-    assert res.returncode == 1 and res.stderr == ""
+    from mlp_ref.classroom.grading import sandbox        # its one line: the isolation used
+    assert res.returncode == 1 and res.stderr == f"check: each file runs in a child process, " \
+                                                 f"isolated by {sandbox.choose()}\n"
     assert res.stdout.count("not implemented yet") == 3
     missing = subprocess.run([sys.executable, "-m", "mlp_ref", "check", str(tmp_path / "no.py")],
                              capture_output=True, text=True, cwd=ROOT,

@@ -49,7 +49,7 @@ MISTAKES = {
         "01_layer_backward", "da_prev = dz @ W.T", "da_prev = dz @ W",
         ["affine_backward     ERROR stage da_prev: raised ValueError (line ",
          "hint: dz (6, 4) @ W (3, 4): the inner sizes differ (4 and 3); da_prev = dz @ W.T?",
-         "hint: dz (8, 2) @ W (4, 2): the inner sizes differ (2 and 4); da_prev = dz @ W.T?"]),
+         "two_layer_backward  PASS  passes with our affine_backward (yours fails: fix it)"]),
     "a sum over the wrong axis that breaks broadcasting": (
         "01_layer_backward", "return da * s * (1.0 - s)", "return da * s * (1.0 - s).sum(axis=1)",
         ["sigmoid_backward    ERROR raised ValueError (line ",
@@ -57,8 +57,7 @@ MISTAKES = {
     "the sign of sigmoid' flipped, s * (s - 1)": (
         "01_layer_backward", "return da * s * (1.0 - s)", "return da * s * (s - 1.0)",
         ["sigmoid_backward    FAIL  stage dz: yours is da * s * (s - 1): the derivative negated",
-         "two_layer_backward  FAIL  stage dz1: yours is da * s * (s - 1): the derivative negated; "
-         "it passes when sigmoid_backward, which it calls, is right: fix sigmoid_backward first"]),
+         "two_layer_backward  PASS  passes with our sigmoid_backward (yours fails: fix it)"]),
     "dW transposed": (
         "01_layer_backward", "dW = a_prev.T @ dz", "dW = dz.T @ a_prev",
         ["affine_backward     FAIL  stage dW: shape (4, 3), expected (3, 4) (transposed?)"]),
@@ -80,12 +79,11 @@ MISTAKES = {
         "04_projection", "(A[l] @ A[l].T + 1.0)", "(A[l] @ A[l].T)",
         ["gram_out1      FAIL  stage gram (seed): yours is sum over layers of (S S^T) * (A A^T): "
          "the bias's 1 is missing",
-         "; it passes when gram_out1, which it calls, is right: fix gram_out1 first"]),
+         "project_gram   PASS  passes with our gram_out1 (yours fails: fix it)"]),
     "a restoring step uphill": (
         "05_restore", "unflatten(np.linalg.pinv(J1) @ r", "unflatten(-np.linalg.pinv(J1) @ r",
         ["restore_step  FAIL  stage W1: yours is theta + J1^T (J1 J1^T)^+ (out1 - ref): a step uphill",
-         "restore       FAIL  rule: the residual must reach the tolerance 1e-12",
-         "it passes when restore_step, which it calls, is right: fix restore_step first"]),
+         "restore       PASS  passes with our restore_step (yours fails: fix it)"]),
 }
 
 
@@ -107,7 +105,7 @@ MISTAKES.update({
     "e_k always e1": (
         "06_tangent_kernel", "    e[k] = 1.0\n    return np.array", "    e[0] = 1.0\n    return np.array",
         ["jacobian_rows    FAIL  stage J2 (seed): worst entry",
-         "; it passes when jacobian_rows, which it calls, is right: fix jacobian_rows first"]),
+         "PASS  passes with our jacobian_rows (yours fails: fix it)"]),
     "a wrong prediction": (
         "06_tangent_kernel", "PREDICT_NAIVE_DRIFT_ORDER = 1", "PREDICT_NAIVE_DRIFT_ORDER = 2",
         ["PREDICT_NAIVE_DRIFT_ORDER   FAIL  you predicted 2; the run says ", "1 of 2 predictions right."]),
@@ -179,20 +177,18 @@ def test_a_usual_mistake_is_named(name, tmp_path):
         assert line in out, (line, out)
 
 
-def test_a_right_function_that_fails_through_a_wrong_callee_says_so(tmp_path):
-    """two_layer_backward is right; it calls sigmoid_backward, which is wrong: both fail, and
-    two_layer_backward, graded again with the grader's sigmoid_backward standing in, passes:
-    its line says it fails only because of its callee (no other function fails)."""
+def test_a_right_function_that_fails_through_a_wrong_callee_is_reported_right(tmp_path):
+    """two_layer_backward is right; it calls sigmoid_backward, which is wrong. Graded again with
+    the grader's sigmoid_backward standing in, it passes: it is reported as right, and its line
+    says so (issue 38: no false blame)."""
     path = mistake(tmp_path, "01_layer_backward", "return da * s * (1.0 - s)",
                    "return da * s * (1.0 - s) * 1.5")
     status, out = run(path, isolate=False)
     lines = [l for l in out.splitlines() if "FAIL" in l]
-    assert status == 1 and len(lines) == 2, out
+    assert status == 1 and len(lines) == 1, out
     assert lines[0].startswith("  sigmoid_backward    FAIL  stage dz: worst entry")
-    assert lines[1].startswith("  two_layer_backward  FAIL  stage dz1: worst entry")
-    assert lines[1].endswith("; it passes when sigmoid_backward, which it calls, is right: fix "
-                             "sigmoid_backward first")
-    assert "affine_backward     PASS" in out
+    assert "  two_layer_backward  PASS  passes with our sigmoid_backward (yours fails: fix it)\n" in out
+    assert "affine_backward     PASS\n" in out
 
 
 def test_a_function_with_a_mistake_of_its_own_behind_a_wrong_callee_is_told_both(tmp_path):
@@ -322,8 +318,9 @@ HOSTILE_SAID = {
         "project_dense  FAIL  calls fixes.project_dense, mlp_ref's own implementation",
         "gram_out1      FAIL  calls jacobian.OutputJacobian.__init__, mlp_ref's own implementation",
         "project_gram   FAIL  calls fixes.project, mlp_ref's own implementation"],
-    "execs_the_solutions.py": ["importing it raised PermissionError: ",
-                               "the grader keeps the solutions out of reach (line 8)"],
+    # the child imports the lesson from a view that holds no solutions (and the guard refuses
+    # the solutions folder itself: tests/test_attacks.py)
+    "execs_the_solutions.py": ["importing it raised FileNotFoundError: ", "(line 8)"],
     "reloads_the_package.py": ["importing it raised PermissionError: ",
                                "the grader keeps mlp_ref's code out of reach (import only what the "
                                "exercise imports) (line 7)"],
@@ -332,10 +329,10 @@ HOSTILE_SAID = {
         "(a subclass of numpy's ndarray)",
         "affine_backward     FAIL  stage dW: not an array of the expected shape (3, 4): got Liar",
         "two_layer_backward  FAIL  stage dout: not an array of the expected shape (8, 2): got function"],
+    # each child has a temporary folder of its own (TMPDIR): the second finds no marker
     "fails_its_second_import.py": [
         f"sigmoid_backward    ERROR still running after {LIMIT_S:g} s (an endless loop?): stopped",
-        "affine_backward     ERROR started again, the file failed: the process running it ended "
-        "(exit status 7) while importing it",
+        "affine_backward     FAIL  expected a tuple (dW, db, da_prev), got NoneType",
         "two_layer_backward  FAIL  expected a dict of stages, got NoneType"],
     "talks_on_the_channel.py": [
         "sigmoid_backward    ERROR the process sent something that is not an answer",
@@ -423,7 +420,8 @@ def test_the_gradebook_of_a_folder_mixing_right_wrong_and_hostile_files(tmp_path
     # passed and total count the functions and the predictions: 3 + 2
     assert (by_file["alice_01.py"]["passed"], by_file["alice_01.py"]["total"]) == ("5", "5")
     assert by_file["alice_01.py"]["PREDICT_DW2_COLUMN0"] == "PASS"
-    assert [by_file["01_layer_backward_bob.py"][f] for f in functions01] == ["FAIL", "PASS", "FAIL"]
+    # bob's two_layer_backward is right: it passes with our sigmoid_backward standing in
+    assert [by_file["01_layer_backward_bob.py"][f] for f in functions01] == ["FAIL", "PASS", "PASS"]
     assert by_file["carol.py"]["exercise"] == "01_layer_backward"
     assert by_file["carol.py"]["passed"] == "0" and "while importing it" in by_file["carol.py"]["note"]
     # a file that cannot be graded counts against its exercise's whole total, ERROR in each column

@@ -13,8 +13,10 @@ function that fails only because a function it calls fails says so). Whatever th
 (exit, hang, crash, print, patch the package) is reported in one line, and the next file is
 graded. Each exercise's "predict, then run" constants are checked against runs made here.
 
-This isolates the reference from the student's code; it is not a security sandbox: grade files
-you do not trust in a container.
+Where it can, the child runs in a sandbox (``sandbox``: bubblewrap on Linux, else a uid of its
+own when the grader is root), which holds neither the reference answers, nor the solutions, nor
+the other submissions, and which nothing it starts outlives; the first line on standard error
+names the isolation used. Where neither starts, it says so: grade such files in a container.
 
 Exit status: 0 when every function of every file passes, 1 when one fails or is not
 implemented yet or a roster student has no file, 2 when a file cannot be graded (its row scores 0
@@ -37,6 +39,7 @@ import numpy as np
 from ...files import atomic
 from . import gradebook as gradebook_rows
 from .answers import ALLOWED, EXERCISES, PREDICTIONS, REFERENCES, TOL, Verdict, Wrong, compare  # noqa: F401
+from . import runner, sandbox
 from .gradebook import graded, shown  # noqa: F401
 from .runner import MEMORY_LIMIT, StudentProblem, Submission
 
@@ -272,9 +275,10 @@ def _blame_callees(verdicts, calls, checks, submission):
                 again = Verdict(v.function, problem.status, problem.what)
             finally:
                 submission.stand_ins = {}
-            if again.status == "PASS":
-                v.what = (f"{v.what}; it passes when {names}, which it calls, "
-                          f"{'is' if one else 'are'} right: fix {names} first")
+            if again.status == "PASS":        # right: only its callees are wrong
+                v.status, v.hint = "PASS", ""
+                v.what = (f"passes with our {names} ({'yours fails' if one else 'yours fail'}: "
+                          f"fix {'it' if one else 'them'})")
                 continue
             v.what = (f"{v.what}; it calls {names}, which {'fails' if one else 'fail'}, but fails "
                       f"with {'a right one' if one else 'right ones'} too: {again.what}")
@@ -306,7 +310,8 @@ def _lines(verdicts, indent="  "):
     width = max(len(v.function) for v in verdicts) + 2
     lines = []
     for v in verdicts:
-        text = {"PASS": "PASS", "TODO": v.what or "not implemented yet"}.get(v.status, f"{v.status:<6}{v.what}")
+        text = {"PASS": f"PASS  {v.what}" if v.what else "PASS",
+                "TODO": v.what or "not implemented yet"}.get(v.status, f"{v.status:<6}{v.what}")
         lines.append(f"{indent}{v.function:{width}}{text}")
         if v.hint:
             lines.append(f"{indent}{'':{width}}hint: {v.hint}")
@@ -409,6 +414,13 @@ def main(paths, out=None, gradebook=None, time_limit=TIME_LIMIT, isolate=True, p
                      gradebook_rows.feedback_names([rel for _, rel in graded_files])))
     results, book = [], []
     several = len(found) > 1 or gradebook or feedback or students is not None
+    if isolate and graded_files:
+        print(f"check: each file runs in a child process, isolated by {sandbox.choose()}",
+              file=progress, flush=True)
+    for shadow in runner.shadows(paths):
+        print(f"check: {shadow}: `python -m mlp_ref` started in its folder would run it in place "
+              f"of the grader; start it elsewhere, or run mlp-ref or python -P -m mlp_ref",
+              file=progress)
     try:
         for path, relative, helper in found:
             if helper:

@@ -1,15 +1,19 @@
 """The grader's side of a submission: its child process, and its functions as remote calls.
 
-``Submission`` starts ``python -m mlp_ref.classroom.grading.child`` in a temporary folder and a session of
-its own, sends it the file's source, and then turns each call a check makes, ``fn(net, X, G)``,
+``Submission`` starts the child (``child``) in the isolation ``sandbox`` chooses, in a folder and a
+session of its own, seeing of the submission's folder the file, its helpers and its data but not
+the other submissions (``beside``), sends it the file's source (its path made absolute, so that
+``__file__`` finds what lies beside it), and then turns each call a check makes, ``fn(net, X, G)``,
 into a request: the arguments go as plain data (a network as its sizes, activations and
 parameters), the answer comes back as plain data, and what the function did to its arguments
 is copied back into the grader's objects, so that a check can still say "net must not change".
 
-Whatever the child does (exits with any status, closes its output, hangs, ignores signals,
-sends garbage, exceeds its memory), the call raises a ``StudentProblem`` that the grade turns
-into one line; a child that has gone is started again for the next function. The grader's
-wall clock bounds each function; the child's CPU-time and address-space limits back it up.
+Whatever the child does (exits with any status, closes its pipes, hangs, ignores signals,
+sends garbage or a frame that would inflate, exceeds its memory), the call raises a
+``StudentProblem`` that the grade turns into one line; a child that has gone is started again
+for the next function, and when a file is done its child and everything it started are killed
+(``sandbox.end``). The grader's wall clock bounds each function; the child's CPU-time and
+address-space limits back it up.
 """
 from __future__ import annotations
 
@@ -17,7 +21,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,10 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from ...network import MLP
-from . import child, wire
+from . import child, sandbox, wire
 from .answers import Wrong
-
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])         # the folder that holds mlp_ref/
 
 #: Address space the child may use (bytes): the package with NumPy needs about 0.3 GiB of it,
 #: the largest exercise a few MiB more; a runaway allocation fails with a MemoryError there.
@@ -66,6 +67,64 @@ def _ended(returncode):
     return f"ended (exit status {returncode})"
 
 
+#: The grader's own package folder: the child imports the lesson from its view, never from here.
+PACKAGE = str(Path(__file__).resolve().parents[2])
+
+#: The most entries of a submission's folder the child may see beside it (helpers, data).
+MAX_BESIDE = 200
+
+
+#: What a class folder may hold that Python would import in place of the grader's own code when
+#: ``python -m mlp_ref`` is started in that folder (``mlp_ref.py`` runs before any line of ours).
+SHADOWS = ("mlp_ref.py", "mlp_ref", "numpy.py", "numpy")
+
+
+def shadows(paths):
+    """The files and folders in the folders ``paths`` (and the folders of the files) named as
+    the grader's own modules: the teacher is told never to start ``python -m`` beside them."""
+    folders = {Path(p) if Path(p).is_dir() else Path(p).parent for p in paths}
+    return sorted(str(f / name) for f in folders for name in SHADOWS if (f / name).exists())
+
+
+def other_submissions(path):
+    """The other submissions in ``path``'s folder and below it, told from helper modules by the one
+    rule (``grading.collect``) that the gradebook uses: kept out of its child's reach."""
+    from . import collect                          # grading imports this module
+    me = Path(path).resolve()
+    try:
+        found = [f.resolve() for f, _, helper in collect([me.parent]) if not helper]
+    except OSError:
+        return []
+    return sorted(str(f) for f in found if f != me)
+
+
+def beside(path, others):
+    """What of ``path``'s folder its child may read (at the same paths): the file itself and
+    every entry but the other submissions (a folder holding one is entered, not shown whole)."""
+    me = Path(path).resolve()
+    hidden = {Path(o) for o in others}
+    shown = [me]
+
+    def walk(folder):
+        try:
+            entries = sorted(folder.iterdir())
+        except OSError:
+            return
+        for entry in entries:
+            if len(shown) >= MAX_BESIDE:
+                return
+            real = entry.resolve()
+            if real == me or real in hidden or entry.name == "__pycache__" or entry.is_symlink():
+                continue
+            if entry.is_dir() and any(h.is_relative_to(real) for h in hidden):
+                walk(entry)
+            elif entry.is_dir() or entry.is_file():
+                shown.append(real)
+
+    walk(me.parent)
+    return shown
+
+
 class Submission:
     """One student's file, run in a child process (``isolate=True``) or in this one (tests)."""
 
@@ -76,6 +135,8 @@ class Submission:
         self.time_limit, self.memory_limit, self.keep_out = time_limit, memory_limit, keep_out
         self.isolate = isolate
         self.proc = self.folder = None
+        self.isolation = sandbox.Isolation("none", "in the grader's process") if not isolate else None
+        self.others = other_submissions(self.path) if isolate else []
         self.budget = time_limit                  # seconds of the current function left
         self.calls = set()                        # the exercise's functions the current one called
         self.stand_ins = {}                       # callee -> the grader's reference, for a re-run
@@ -90,23 +151,29 @@ class Submission:
         self.folder = tempfile.mkdtemp(prefix="mlp_ref_check_")
         from_parent, to_child = os.pipe()
         from_child, to_parent = os.pipe()
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONSTARTUP", "PYTHONINSPECT")}
-        env.update(PYTHONPATH=os.pathsep.join([PACKAGE_ROOT] + [p for p in [env.get("PYTHONPATH")] if p]),
-                   OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                   PYTHONDONTWRITEBYTECODE="1", MPLBACKEND="Agg")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mlp_ref.classroom.grading.child", str(from_parent), str(to_parent)],
-            pass_fds=(from_parent, to_parent), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, cwd=self.folder, env=env, start_new_session=True)
+        env = {"PATH": "/usr/bin:/bin", "HOME": sandbox.HOME_MOUNT, "LANG": "C.UTF-8",
+               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg"}
+        self.isolation = sandbox.choose()
+        env["TMPDIR"] = sandbox.HOME_MOUNT if self.isolation.kind == "bubblewrap" else self.folder
+        try:
+            self.proc = sandbox.start(self.isolation, (from_parent, to_parent),
+                                      beside(self.path, self.others), env, self.folder)
+        except OSError as exc:
+            for fd in (from_parent, to_parent, to_child, from_child):
+                os.close(fd)
+            raise StudentProblem("FILE", f"the grader could not start its child process "
+                                         f"({exc.strerror or exc})") from None
         os.close(from_parent)
         os.close(to_parent)
         self.to_child, self.from_child = to_child, from_child
         cpu = self.time_limit * (len(self.functions) + 2) + 10
-        request = {"path": self.path, "source": self.source,
+        request = {"path": os.path.abspath(self.path), "source": self.source,
                    "folder": os.path.dirname(os.path.abspath(self.path)),
                    "allowed": self.allowed, "functions": self.functions,
                    "answers": self.answer_names, "cpu_seconds": cpu,
-                   "memory_bytes": self.memory_limit, "keep_out": self.keep_out,
+                   "memory_bytes": self.memory_limit,
+                   "keep_out": [p for p in [self.keep_out, PACKAGE] if p] + self.others,
                    "file_bytes": self.file_bytes}
         try:
             # the child's own start (Python, NumPy, the package) is not the student's time
@@ -118,7 +185,8 @@ class Submission:
             raise StudentProblem("FILE", f"importing it took more than {self.time_limit:g} s "
                                          f"(an endless loop at the top level?)") from None
         except (wire.Closed, wire.BadFrame):
-            rc = self.stop()
+            rc = self._exit_status()              # ended by itself, or only closed its pipes
+            self.stop()
             raise StudentProblem("FILE", f"the process running it {_ended(rc)} while importing "
                                          f"it") from None
         if type(reply) is not dict or "problem" in reply:
@@ -152,19 +220,12 @@ class Submission:
         """End the child (its whole session) and remove its folder; its exit status or None."""
         rc = None
         if self.proc is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                rc = self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                rc = None
-            for fd in (self.to_child, self.from_child):
-                try:
+            for fd in (self.to_child, self.from_child):     # a child between calls ends by
+                try:                                        # itself when its pipes close
                     os.close(fd)
                 except OSError:
                     pass
+            rc = sandbox.end(self.isolation, self.proc)
             self.proc = None
         if self.folder:
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -172,11 +233,15 @@ class Submission:
         return rc
 
     def _exit_status(self):
-        """The child's exit status once it has ended by itself (a short wait), else None."""
+        """The child's exit status once it has ended by itself (a short wait), else None (it
+        closed its pipes and lives on). Under bubblewrap, 128 + n is the child's signal n."""
         try:
-            return self.proc.wait(timeout=2)
+            rc = self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             return None
+        if self.isolation.kind == "bubblewrap" and 128 < rc < 128 + 65:
+            return -(rc - 128)
+        return rc
 
     # -- calls ---------------------------------------------------------------------------------
     def begin(self, function, stand_ins=None):
@@ -288,12 +353,7 @@ class Submission:
                                             for a in args]})))))
             if "result" not in reply:
                 raise ValueError(f"the grader's {name} refused these arguments")
-            for given, left in zip(args, reply["after"]):
-                if isinstance(given, MLP):
-                    for k, v in given.params.items():
-                        v[...] = left["params"][k]
-                elif type(given) is np.ndarray:
-                    given[...] = left
+            child.leave_as(args, reply["after"])
             return reply["result"]
         return ask
 

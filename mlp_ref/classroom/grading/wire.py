@@ -2,8 +2,10 @@
 
 A message is a length-prefixed frame holding an ``.npz`` archive: its JSON skeleton (None, bools,
 ints, floats, strings, and tagged lists, tuples, dicts, arrays and networks) as one uint8 array,
-and every array beside it. The grader reads a child's frames with ``np.load(allow_pickle=False)``
-and ``json.loads``, so that nothing a child sends can run code in the grader, and it accepts
+and every array beside it, stored (not compressed). The grader reads a child's frames with its
+own reader of ``.npy`` members (no pickle; every member's size known before it is read, none
+larger than the frame: a deflated member, which could inflate a MiB into a GiB, is refused) and
+``json.loads``, so that nothing a child sends can run code in the grader, and it accepts
 only plain numeric ndarrays: a NumPy subclass, a lazy object or one whose ``__array__`` lies
 never leaves the child as an array; it arrives as ``Other(type name)``, which every comparison
 refuses as "not an array of the expected shape".
@@ -16,9 +18,11 @@ import os
 import select
 import struct
 import time
+import zipfile
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib import format as npformat
 
 from ...network import MLP
 
@@ -124,9 +128,8 @@ def _type_name(x):
 
 def decode(data):
     """The message in ``data``; BadFrame unless it is plain data, read without pickle."""
+    files = _arrays(data)
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-            files = {name: archive[name] for name in archive.files}
         skeleton = json.loads(files.pop("skeleton").tobytes().decode())
     except Exception as exc:                      # noqa: BLE001 - any garbage a child sends
         raise BadFrame(f"not a message ({type(exc).__name__})") from None
@@ -165,6 +168,46 @@ def decode(data):
         raise BadFrame(f"unknown tag {tag[:20]!r}")
 
     return value(skeleton)
+
+
+def _arrays(data):
+    """The arrays of an ``.npz`` frame, each read only after its size is known to fit: every
+    member must be stored, not compressed (``np.savez`` stores; a deflated member could inflate
+    a MiB into a GiB), and the bytes its ``.npy`` header declares must be the bytes it holds.
+    Nothing larger than the frame itself is ever allocated; BadFrame otherwise."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        members = archive.infolist()
+    except Exception as exc:                      # noqa: BLE001 - any garbage a child sends
+        raise BadFrame(f"not a message ({type(exc).__name__})") from None
+    if len(members) > 10_000 or sum(m.file_size for m in members) > len(data):
+        raise BadFrame("a message that unpacks to more than it holds")
+    files = {}
+    for member in members:
+        if member.compress_type != zipfile.ZIP_STORED or not member.filename.endswith(".npy"):
+            raise BadFrame("a message with a compressed or foreign member")
+        try:
+            with archive.open(member) as f:
+                raw = f.read(member.file_size + 1)
+            if len(raw) != member.file_size:
+                raise ValueError("size")
+            header = io.BytesIO(raw)
+            version = npformat.read_magic(header)
+            read = {(1, 0): npformat.read_array_header_1_0,
+                    (2, 0): npformat.read_array_header_2_0}[version]
+            shape, fortran, dtype = read(header)
+            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            body = raw[header.tell():]
+            if dtype.hasobject or count < 0 or count * dtype.itemsize != len(body):
+                raise ValueError("declared size")
+            array = np.frombuffer(body, dtype=dtype, count=count).copy()
+            array = array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
+        except Exception as exc:                  # noqa: BLE001 - any garbage a child sends
+            raise BadFrame(f"not a message ({type(exc).__name__})") from None
+        files[member.filename[:-len(".npy")]] = array
+    if "skeleton" not in files:
+        raise BadFrame("not a message (no skeleton)")
+    return files
 
 
 def _pair(p):
