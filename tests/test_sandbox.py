@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from mlp_ref.classroom import grading
 from mlp_ref.classroom.grading import runner, sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,14 +47,15 @@ def test_an_isolation_asked_for_by_name_and_a_name_that_is_none():
 
 
 def test_a_submission_sees_its_helpers_and_data_but_not_the_other_submissions(tmp_path):
-    for name, text in {"alice_01.py": 'EXERCISE = "01_layer_backward"\n',
+    # helpers.py is a helper by the gradebook's rule (alice imports it), bob's file a submission
+    for name, text in {"alice_01.py": 'from helpers import h\nEXERCISE = "01_layer_backward"\n',
                        "01_layer_backward_bob.py": "x = 1\n", "helpers.py": "def h():\n    pass\n",
                        "data.npy": "", "sub/carol.py": 'EXERCISE = "02_masked_loss"\n',
                        "sub/table.csv": "a\n", "assets/x.txt": "x"}.items():
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(text)
     me = tmp_path / "alice_01.py"
-    others = runner.other_submissions(me)
+    others = grading.other_submissions(me)
     assert {Path(o).name for o in others} == {"01_layer_backward_bob.py", "carol.py"}
     shown = {p.relative_to(tmp_path).as_posix() for p in map(Path, runner.beside(me, others))}
     assert shown == {"alice_01.py", "helpers.py", "data.npy", "assets", "sub/table.csv"}

@@ -201,7 +201,8 @@ def grade_file(path, time_limit=TIME_LIMIT, memory_limit=MEMORY_LIMIT, isolate=T
     checks = EXERCISES[result.exercise][1]
     predictions = PREDICTIONS.get(result.exercise, {})
     submission = Submission(path, source, result.exercise, list(checks), ALLOWED[result.exercise],
-                            list(predictions), time_limit, memory_limit, _keep_out(path), isolate)
+                            list(predictions), time_limit, memory_limit, _keep_out(path), isolate,
+                            other_submissions(path) if isolate else ())
     try:
         try:
             defined, answers = submission.start()
@@ -365,6 +366,17 @@ def collect(paths):
                               f"not graded")
             found.append((f, relative, helper))
     return found
+
+
+def other_submissions(path):
+    """The other submissions in ``path``'s folder and below it, told from helper modules by
+    ``collect``'s rule, the gradebook's: kept out of its child's reach."""
+    me = Path(path).resolve()
+    try:
+        found = [f.resolve() for f, _, helper in collect([me.parent]) if not helper]
+    except OSError:
+        return []
+    return sorted(str(f) for f in found if f != me)
 
 
 def _imports(source):

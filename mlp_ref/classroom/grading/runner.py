@@ -86,18 +86,6 @@ def shadows(paths):
     return sorted(str(f / name) for f in folders for name in SHADOWS if (f / name).exists())
 
 
-def other_submissions(path):
-    """The other submissions in ``path``'s folder and below it, told from helper modules by the one
-    rule (``grading.collect``) that the gradebook uses: kept out of its child's reach."""
-    from . import collect                          # grading imports this module
-    me = Path(path).resolve()
-    try:
-        found = [f.resolve() for f, _, helper in collect([me.parent]) if not helper]
-    except OSError:
-        return []
-    return sorted(str(f) for f in found if f != me)
-
-
 def beside(path, others):
     """What of ``path``'s folder its child may read (at the same paths): the file itself and
     every entry but the other submissions (a folder holding one is entered, not shown whole)."""
@@ -129,14 +117,14 @@ class Submission:
     """One student's file, run in a child process (``isolate=True``) or in this one (tests)."""
 
     def __init__(self, path, source, exercise, functions, allowed, answers, time_limit,
-                 memory_limit=MEMORY_LIMIT, keep_out=None, isolate=True):
+                 memory_limit=MEMORY_LIMIT, keep_out=None, isolate=True, others=()):
         self.path, self.source, self.exercise = str(path), source, exercise
         self.functions, self.allowed, self.answer_names = list(functions), list(allowed), list(answers)
         self.time_limit, self.memory_limit, self.keep_out = time_limit, memory_limit, keep_out
         self.isolate = isolate
         self.proc = self.folder = None
         self.isolation = sandbox.Isolation("none", "in the grader's process") if not isolate else None
-        self.others = other_submissions(self.path) if isolate else []
+        self.others = list(others) if isolate else []    # the other submissions: kept out of reach
         self.budget = time_limit                  # seconds of the current function left
         self.calls = set()                        # the exercise's functions the current one called
         self.stand_ins = {}                       # callee -> the grader's reference, for a re-run
