@@ -459,7 +459,9 @@ def test_python_m_from_a_class_folder_does_not_run_a_students_numpy(tmp_path):
     told = subprocess.run([sys.executable, "-m", "mlp_ref", "check", str(folder)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert told.returncode == 0, told
+    # ... and grades them as what they are: files with no exercise, scored 0 (exit 2: not every
+    # file could be graded), alice's file beside them unharmed
+    assert told.returncode == 2 and f"{folder / 'alice_01.py'}: 01_layer_backward: 5 of 5 pass" in told.stdout, told
     for name in ("mlp_ref.py", "numpy.py"):
         assert f"check: {folder / name}: `python -m mlp_ref` started in its folder would run it " \
                f"in place of the grader" in told.stderr, told.stderr
