@@ -97,7 +97,7 @@ def test_every_file_of_a_class_has_a_row_and_a_line_and_every_roster_student_a_r
     assert len(hana) == 1 and hana[0]["file"] == "" and hana[0]["note"].startswith("missing")
     assert (hana[0]["score"], hana[0]["max_score"]) == ("0", f"{full:g}")
     assert "Hana: missing: no file matches 'hana*.py'" in out
-    assert f"{len(names) - 2} files graded, 1 students missing" in err
+    assert f"{len(names) - 2} files graded, 1 student missing" in err
 
 
 def test_the_exit_status_says_whether_every_file_was_graded(tmp_path):

@@ -457,8 +457,8 @@ def main(paths, out=None, gradebook=None, time_limit=TIME_LIMIT, isolate=True, p
         print(f"{r.student.name}: {r.note}", file=out)
     if gradebook:
         gradebook_rows.write_gradebook(book, gradebook, students is not None)
-        print(f"check: gradebook of {len(book)} rows ({len(graded_files)} files graded, "
-              f"{len(missing)} students missing) written to {gradebook}", file=progress)
+        print(f"check: gradebook of {len(book)} rows ({len(graded_files)} files graded, {len(missing)} "
+              f"student{'' if len(missing) == 1 else 's'} missing) written to {gradebook}", file=progress)
     for system, target in lms:
         gradebook_rows.write_lms(system, target, book, students, points)
         print(f"check: {system}'s import CSV of {len(students)} students written to {target}",
