@@ -40,6 +40,7 @@ from .boundary.checks import (
     check_real,
     checked,
     eps,
+    tiny,
 )
 from .boundary.model_checks import (
     check_anchors,
@@ -73,15 +74,27 @@ def agem(net, X, G, keep_X, keep_G):
     Guarantee: D.r >= 0 to round-off (D.r = 0 but for the dots' and the subtraction's rounding,
     at most a few times P eps |g| |r| for P parameters, when the correction is made), so a small
     step does not raise the memory's loss, to first order: one averaged inequality, not a held
-    output. When g.r >= 0 D is g itself, bit for bit. This holds at every scale of g and r: the
-    dots are taken of g 2^-a and r 2^-b, a and b the exponents of their largest entries, so that
-    r.r cannot underflow (r's entries 1e-23 in float32, or 1e-170 in float64, square to below
-    the smallest number); scaling by a power of two is exact, so where nothing underflows D is
-    bit for bit the unscaled formula's.
+    output. When g.r >= 0 D is g itself, bit for bit. This holds at every scale of g and r: where
+    a dot is so small that its products may have underflowed (below P tiny / eps: r's entries
+    1e-23 in float32, or 1e-170 in float64, square to below the smallest number), or so large it
+    overflowed, they are taken again of g 2^-a and r 2^-b, a and b the exponents of their largest
+    entries (``_agem_scaled``); scaling by a power of two is exact, so D is the same formula's.
     """
     net, X, G, keep_X, keep_G = checked(AGEM, locals())
     g = net.gradient(X, G)
     r = net.gradient(keep_X, keep_G)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):   # judged on the next line
+        g_r, r_r = dot(g, r), dot(r, r)
+    floor = net.n_params * tiny(net.dtype) / eps(net.dtype)   # below it, underflow may decide the sign
+    if not (floor < abs(g_r) < np.inf and floor < r_r < np.inf):
+        return _agem_scaled(g, r)
+    if g_r >= 0:
+        return g
+    return {k: g[k] - (g_r / r_r) * r[k] for k in g}
+
+
+def _agem_scaled(g, r):
+    """A-GEM's D from g and r scaled by powers of two, so that no dot under- or overflows."""
     a, b = _exponent(g), _exponent(r)
     if a is None or b is None:                                  # g = 0 or r = 0: nothing to remove
         return g
