@@ -82,6 +82,12 @@ def test_a_bad_file_is_a_one_line_usage_error_naming_it(tmp_path, capsys, how, s
     assert bad.removesuffix(".gz") in err and says in err, err
 
 
+def test_a_missing_folder_is_named(tmp_path, capsys):
+    assert cli.main(["continual-table", "--data", f"mnist:{tmp_path / 'absent'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(tmp_path / "absent") in err and "no such folder" in err
+
+
 def test_keras_npz_is_named_as_not_idx(tmp_path):
     np.savez(tmp_path / "mnist.npz", x_train=np.zeros((1, 2, 2)))
     with pytest.raises(idx.IDXError, match="Keras's NumPy archive, not the IDX files"):

@@ -1,7 +1,8 @@
 """The field's protocol on permuted digits (measurements/permuted.py): ACC, BWT, forgetting and
 FWT against their definitions (a matrix checked by hand), seeds and their spread, the tasks, what
-each method holds on a small run, and (slow) every number tutorial 09 and the README state, asserted on the run they come from (``figures.permuted_run``, the very
-run field_accuracy.png and field_acc_bwt.png are drawn from), and continual-table's output."""
+each method holds on a small run, and (slow) every number tutorial 09 and the README state,
+asserted on the run they come from (``figures.permuted_run``, the very run field_accuracy.png and
+field_acc_bwt.png are drawn from), and continual-table's output."""
 import json
 
 import numpy as np

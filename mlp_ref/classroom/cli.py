@@ -280,12 +280,12 @@ def build_parser():
     p = sub.add_parser("continual-table", help=COMMANDS["continual-table"][1])
     p.add_argument("--json", metavar="FILE", type=path,
                    help="also write every method's numbers, and each seed's run, as JSON into FILE")
-    p.add_argument("--seeds", type=whole(1, 100), default=1,
+    p.add_argument("--seeds", type=whole(1, 100), default=1, metavar="N",
                    help="runs, seeds 0 .. N-1, each its own split, permutations, init and memory (default 1)")
     p.add_argument("--data", type=data_source, default=None, metavar="mnist:DIR",
                    help="MNIST's four IDX files in DIR (train-images-idx3-ubyte, ..., .gz or not; "
                         "torchvision keeps them in ROOT/MNIST/raw) instead of the shipped digits")
-    p.add_argument("--tasks", type=whole(2, 100), default=None,
+    p.add_argument("--tasks", type=whole(2, 100), default=None, metavar="N",
                    help=f"tasks (default {permuted.TASKS} on the digits, {permuted.MNIST['tasks']} on MNIST)")
     return parser
 

@@ -41,6 +41,8 @@ class IDXError(ValueError):
 
 def find(folder, name):
     """The path of ``name`` or ``name.gz`` in ``folder`` (the unpacked file first), or IDXError."""
+    if not os.path.isdir(folder):
+        raise IDXError(folder, "no such folder")
     for candidate in (name, name + ".gz"):
         path = os.path.join(folder, candidate)
         if os.path.isfile(path):
