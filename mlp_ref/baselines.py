@@ -296,7 +296,7 @@ def _grow(R, M, threshold, cut):
     s_all = np.linalg.svd(R, compute_uv=False)
     tol = d * eps(R.dtype) * (s_all[0] if s_all.size else 0.0)
     R_hat = R - (R @ M) @ M.T
-    _, s, Vt = np.linalg.svd(R_hat, full_matrices=False)
+    _, s, Vt = _svd(R_hat)
     real = s > tol                                          # above round-off
     if cut is not None:
         keep = real & (s ** 2 > cut * s_all[0] ** 2)
@@ -313,6 +313,17 @@ def _grow(R, M, threshold, cut):
         V = V - M @ (M.T @ V)                               # orthogonal to M to round-off: once more
         V, _ = np.linalg.qr(V)
     return np.hstack([M, V])
+
+
+def _svd(A):
+    """``np.linalg.svd(A, full_matrices=False)``; where LAPACK's divide-and-conquer SVD does not
+    converge (rare: it happened on one seed of the permuted-digits table, with OpenBLAS in two
+    threads), the same decomposition from A^T's: A^T = V S U^T."""
+    try:
+        return np.linalg.svd(A, full_matrices=False)
+    except np.linalg.LinAlgError:
+        U, s, Vt = np.linalg.svd(A.T, full_matrices=False)
+        return Vt.T, s, U.T
 
 
 GPM = {"net": check_net, "X": check_inputs, "G": check_output_grads, "bases": check_bases}
