@@ -47,9 +47,10 @@ M = result["methods"]
 #   $[a_{l-1}, 1]$ that layer saw on old data, and removes them from every column of the layer's
 #   update: $[dW_l; db_l] \leftarrow (I - U_l U_l^\top)[dW_l; db_l]$. An old row $x$ in the span
 #   has $x (I - U_l U_l^\top) = 0$: its $z_l$ does not move, in exact arithmetic at any $\eta$,
-#   and so nothing above it. The basis is built from $\sum_i x_i x_i^\top$ (here as its triangular factor, batch by batch),
-#   a $d \times d$ matrix whatever the number of rows, and kept to an energy fraction (the
-#   threshold) or cut at an eigenvalue (Adam-NSCL, AlphaEdit: `gpm_bases(..., cut=...)`).
+#   and so nothing above it. The basis is built from $\sum_i x_i x_i^\top$ (here as its
+#   triangular factor, batch by batch), a $d \times d$ matrix whatever the number of rows, and
+#   kept to an energy fraction (the threshold) or cut at an eigenvalue (Adam-NSCL, AlphaEdit:
+#   `gpm_bases(..., cut=...)`).
 #
 # On a small network, with a memory whose gradient conflicts with the batch's: A-GEM's
 # correction leaves $D \cdot r$ at round-off (where $r \cdot r$ would underflow, however small the
@@ -122,7 +123,7 @@ print(permuted.format_table(result))
 here = permuted.run_method("naive")
 images = result["setup"]["n_test"] * np.abs(here["R"] - M["naive"]["runs"][0]["R"]).max()
 print(f"naive, seed 0, run here: ACC {here['ACC']:.2f}, BWT {here['BWT']:+.2f}; "
-      f"R differs from the shipped seed 0's by {images:.0f} test images at most")
+      f"R differs from the shipped one by {images:.0f} images at most")
 figure("field_accuracy", result)
 
 # %% [markdown]
