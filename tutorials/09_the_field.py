@@ -113,10 +113,10 @@ for lr in (1.0, 100.0, 1e4):
 # One run is one draw. Each seed draws its own split of the digits, permutations, initialisation
 # and memory (every method the same ones), and the table gives the mean and the spread (the
 # sample standard deviation) over 5 seeds, as the papers do, with each method's CPU seconds and
-# peak memory (`tracemalloc`) per run. Thirty method-runs take `python -m mlp_ref continual-table
-# --seeds 5` a minute or two, so this tutorial reads the run the package ships (`permuted.load()`,
-# the command's own JSON) and runs one method here, the plain step of seed 0, to see that it is
-# the same run.
+# peak memory per run (what it keeps at the last task, plus `tracemalloc`'s peak while that task
+# trains). Thirty method-runs take `continual-table --seeds 5` a minute or two, so this tutorial
+# reads the run the package ships (`permuted.load()`, the command's own JSON) and runs one method
+# here, the plain step of seed 0, to see that it is the same run.
 
 # %%
 print(permuted.format_table(result))

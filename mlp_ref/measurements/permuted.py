@@ -193,7 +193,7 @@ def _after_task(method, net, task, state, m, threshold, seed):
 
 def run_method(method, tasks=None, hidden=HIDDEN, steps=STEPS, lr=LR, m=MEMORY,
                safety=EWC_SAFETY, threshold=GPM_THRESHOLD, seed=SEED, log=None,
-               activation=HIDDEN_ACTIVATION, batch=None, basis_rows=None):
+               activation=HIDDEN_ACTIVATION, batch=None, basis_rows=None, memory=False):
     """One method through every task. Returns dict: ``R`` (T, T) accuracies, ``ACC``, ``BWT``,
     ``F`` (``forgetting``), ``FWT`` (``forward_transfer``) and ``b`` (the untrained network's
     accuracy on each task, FWT's reference), ``seconds`` (the run's CPU time, ``time.process_time``),
@@ -202,7 +202,15 @@ def run_method(method, tasks=None, hidden=HIDDEN, steps=STEPS, lr=LR, m=MEMORY,
 
     ``batch`` None: each step on the whole task (the digits' protocol); else each step on the
     next ``batch`` rows of a seeded shuffle of the task's images (MNIST's, as GPM's SGD).
-    ``basis_rows``: GPM's bases read that many of the task's training images (None: all)."""
+    ``basis_rows``: GPM's bases read that many of the task's training images (None: all).
+
+    ``memory``: also ``peak_mib``, the most memory the run holds at once, in MiB: the bytes of
+    every array the method keeps when the last task starts (the network, its memory rows, Fishers
+    and anchors, bases: ``kept_bytes``) plus the peak that ``tracemalloc`` counts while the last
+    task trains (each step's temporaries: the Gram, the bases' projections, the replayed batch).
+    What a method keeps only grows from task to task, so the last task holds the peak; tracing
+    only it costs a fifth of tracing the whole run (a quarter more time, for the projection's
+    many small arrays). The tasks' images, made before, are not counted. Else ``peak_mib`` None."""
     if method not in METHODS:
         raise ValueError(f"method: expected one of {list(METHODS)}, got {method!r}")
     tasks = task_data(seed=seed) if tasks is None else tasks
@@ -222,6 +230,8 @@ def run_method(method, tasks=None, hidden=HIDDEN, steps=STEPS, lr=LR, m=MEMORY,
             X_all = np.vstack([tk["X"] for tk in tasks[:i + 1]])
             Y_all = one_hot(np.concatenate([tk["y"] for tk in tasks[:i + 1]]))
         order = rng.permutation(len(task["X"])) if batch is not None else None
+        if memory and i == T - 1:
+            held, traced = kept_bytes(net.params, state), _trace()
         for step in range(steps):
             if method == "joint":
                 rows = rng.choice(len(X_all), size=len(task["X"]) if batch is None else batch, replace=False)
@@ -234,6 +244,8 @@ def run_method(method, tasks=None, hidden=HIDDEN, steps=STEPS, lr=LR, m=MEMORY,
             _, G = losses.mse(record.output, Y)
             net.step(_direction(method, net, X, G, state, record), lr)
         R[i] = [accuracy(net, tk["T"], tk["t"]) for tk in tasks]
+        if memory and i == T - 1:
+            peak_mib = (held + traced()) / 2 ** 20
         if i < T - 1:
             kept = task
             if method == "gpm" and basis_rows is not None:      # GPM's: bases of a few random images
@@ -245,7 +257,7 @@ def run_method(method, tasks=None, hidden=HIDDEN, steps=STEPS, lr=LR, m=MEMORY,
             log(f"{method}, task {i + 1}/{T} ({time.perf_counter() - t0:.1f} s)")
     ACC, BWT = acc_bwt(R)
     out = {"R": R, "ACC": ACC, "BWT": BWT, "F": forgetting(R), "FWT": forward_transfer(R, b), "b": b,
-           "seconds": time.process_time() - cpu0}
+           "seconds": time.process_time() - cpu0, "peak_mib": peak_mib if memory else None}
     if method == "gpm":
         out["ranks"] = ranks
     if method == "ewc":
@@ -255,27 +267,39 @@ def run_method(method, tasks=None, hidden=HIDDEN, steps=STEPS, lr=LR, m=MEMORY,
     return out
 
 
-def measured(method, tasks, memory=True, **kw):
-    """``run_method`` with ``peak_mib``: the most memory its run held at once, in MiB, as
-    ``tracemalloc`` counts it (every NumPy array and Python object the run allocates: the network,
-    what the method keeps, each step's temporaries; the tasks' images, made before, are not
-    counted). Tracing costs time (a quarter more, for the projection's many small arrays), and
-    ``seconds`` (CPU) includes it; ``memory=False`` runs untraced, ``peak_mib`` None."""
-    if not memory:
-        return {**run_method(method, tasks, **kw), "peak_mib": None}
+def kept_bytes(*kept):
+    """The bytes of every array in ``kept`` (arrays, dicts, lists, tuples, GPM's Bases), each once."""
+    seen, total, stack = set(), 0, list(kept)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, np.ndarray) and id(x) not in seen:
+            seen.add(id(x))
+            total += x.nbytes
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, baselines.Bases):
+            stack.extend(x.bases)
+    return total
+
+
+def _trace():
+    """Start counting allocations (``tracemalloc``); returns a function that gives their peak
+    since, in bytes, and stops counting (unless something else was counting already)."""
     tracing = tracemalloc.is_tracing()
     if tracing:
         tracemalloc.reset_peak()
     else:
         tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
-    try:
-        out = run_method(method, tasks, **kw)
-        out["peak_mib"] = (tracemalloc.get_traced_memory()[1] - base) / 2 ** 20
-    finally:
+
+    def peak():
+        top = tracemalloc.get_traced_memory()[1] - base
         if not tracing:
             tracemalloc.stop()
-    return out
+        return top
+    return peak
 
 
 #: What every run reports, averaged over the seeds, each beside its spread where it has one.
@@ -293,14 +317,14 @@ def run(methods=METHODS, log=None, seeds=1, images=None, tasks=TASKS, memory=Tru
     ``constraints``. With one seed R, ACC and BWT are that run's own, as before seeds existed.
 
     ``images``: MNIST's arrays (``mnist``), or None for the shipped digits; ``memory``: measure
-    ``peak_mib`` (``measured``); ``kw``: ``run_method``'s."""
+    ``peak_mib`` (``run_method``); ``kw``: ``run_method``'s."""
     runs = {name: [] for name in methods}
     for s in range(seeds):
         data_s = task_data(tasks, seed=s, images=images)
         for name in methods:
             def say(line, s=s):
                 log(f"continual-table: seed {s + 1}/{seeds}, " + line if seeds > 1 else f"continual-table: {line}")
-            runs[name].append(measured(name, data_s, memory, seed=s, log=None if log is None else say, **kw))
+            runs[name].append(run_method(name, data_s, seed=s, log=None if log is None else say, memory=memory, **kw))
     setup = {"tasks": tasks, "hidden": kw.get("hidden", HIDDEN), "steps": kw.get("steps", STEPS),
              "lr": kw.get("lr", LR), "memory": kw.get("m", MEMORY), "ewc_safety": kw.get("safety", EWC_SAFETY),
              "threshold": kw.get("threshold", GPM_THRESHOLD), "seed": SEED,
