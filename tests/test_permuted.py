@@ -334,3 +334,10 @@ def test_the_readmes_table_is_the_shipped_five_seeds():
         assert cells == want, key
     text = " ".join(lines)
     assert "Joint > OGD > GPM > the rest beyond the spread; naive, EWC and A-GEM within it." in text
+
+
+def test_kept_bytes_counts_every_array_once_wherever_it_is_kept():
+    from mlp_ref import baselines
+    a, b, U = np.zeros(10), np.zeros((3, 4), dtype=np.float32), np.zeros((5, 2))
+    kept = {"params": {"W1": a, "b1": b}, "fishers": [{"W1": a}], "bases": baselines.Bases([[U]]), "lam": 0.5}
+    assert permuted.kept_bytes(kept, (a,)) == 10 * 8 + 12 * 4 + 10 * 8
