@@ -231,8 +231,13 @@ def fisher_diagonal(net, keep_X, keep_G):
 class Bases:
     """GPM's memory: for each MLP of the model (``net.pieces()``) and each of its layers l, an
     orthonormal basis U (n_{l-1} + 1, r) of the inputs [a_{l-1}, 1] that layer has seen on old
-    data. ``bases[p][l - 1]`` is piece p's layer l. ``ranks`` gives every r."""
+    data. ``bases[p][l - 1]`` is piece p's layer l. ``ranks`` gives every r.
+
+    ``made_by_gpm_bases``: True when ``gpm_bases`` made them, which leaves every U read-only;
+    ``gpm`` then skips recomputing U^T U (d r^2 a step: at MNIST's widths more than the
+    projection itself) for as long as U stays read-only, i.e. unchanged since it was made."""
     bases: list
+    made_by_gpm_bases: bool = False
 
     @property
     def ranks(self):
@@ -286,8 +291,10 @@ def gpm_bases(net, keep_X, threshold=None, cut=None, previous=None):
                 for l in range(1, piece.mlp.depth + 1):
                     A1 = np.hstack([record.a[l - 1], np.ones((batch.shape[0], 1), dtype=net.dtype)])
                     R[p][l - 1] = np.linalg.qr(np.vstack([R[p][l - 1], A1]), mode="r")
-    return Bases([[_grow(R[p][l], old[p][l], threshold, cut) for l in range(len(R[p]))]
-                  for p in range(len(pieces))])
+    grown = [[_grow(R[p][l], old[p][l], threshold, cut) for l in range(len(R[p]))] for p in range(len(pieces))]
+    for U in (U for piece in grown for U in piece):
+        U.flags.writeable = False                             # orthonormal as made: kept so
+    return Bases(grown, made_by_gpm_bases=True)
 
 
 def _grow(R, M, threshold, cut):

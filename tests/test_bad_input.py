@@ -374,6 +374,8 @@ BAD_INPUTS = [
      r"bases: expected every basis a 2-d array of the network's dtype float64"),
     ("gpm_bases previous doubled", lambda: fixes.gpm_bases(NET, X, previous=_bases(lambda U: 2 * U)), ValueError,
      r"previous: expected orthonormal bases"),
+    ("gpm bases claimed gpm_bases's", lambda: fixes.gpm(NET, X, G, fixes.Bases(
+        _bases(lambda U: 2 * U).bases, made_by_gpm_bases=True)), ValueError, r"bases: expected orthonormal bases"),
     # ewc_merge: it used anchor 0 for both of [F, F], took a negative Fisher, and [] was an IndexError
     ("ewc_merge one anchor for two", lambda: fixes.ewc_merge([direction(NET)] * 2, [NET.params]), ValueError,
      r"anchors: expected one anchor per Fisher \(2\), got 1"),

@@ -336,6 +336,21 @@ def test_bases_from_batches_equal_bases_from_all_rows(dtype):
         assert np.max(np.abs(U @ U.T - V @ V.T)) <= gap, l
 
 
+def test_gpm_bases_own_bases_are_read_only_so_gpm_may_trust_them_unchanged():
+    """gpm skips recomputing U^T U only for gpm_bases's own, read-only bases: doubling one in place
+    is refused by NumPy, and a writable copy doubled is refused by gpm even if it claims to be
+    gpm_bases's."""
+    net = mr.MLP([6, 9, 8, 4], hidden="tanh", init_std=0.5, seed=0)
+    X, G, KX, _ = _data(np.float64)
+    bases = fixes.gpm_bases(net, KX)
+    assert bases.made_by_gpm_bases and not any(U.flags.writeable for U in bases.bases[0])
+    with pytest.raises(ValueError, match="read-only"):
+        bases.bases[0][0] *= 2
+    doubled = fixes.Bases([[2 * U for U in bases.bases[0]]], made_by_gpm_bases=True)
+    with pytest.raises(ValueError, match="bases: expected orthonormal bases"):
+        fixes.gpm(net, X, G, doubled)
+
+
 def test_merged_bases_hold_both_tasks_and_stay_orthonormal():
     """previous = the first task's bases: the second's rows are added, and the rows of both lie
     in the merged span to round-off (threshold 1.0)."""

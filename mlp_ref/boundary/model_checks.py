@@ -140,7 +140,8 @@ ORTHONORMAL_D_EPS = 4
 
 def check_bases(name, bases, got):
     """Bases of ``gpm_bases`` fit for the net: one basis per layer of each piece, of its input width
-    + 1, in the net's dtype, finite, and orthonormal: max |U^T U - I| <= ORTHONORMAL_D_EPS d eps.
+    + 1, in the net's dtype, finite, and orthonormal: max |U^T U - I| <= ORTHONORMAL_D_EPS d eps
+    (not recomputed for ``gpm_bases``'s own, read-only since it made them: ``Bases``).
     None stays None for ``previous``. (Twice a basis would move the memory's outputs; a float32
     basis in a float64 network holds only float32's round-off; a NaN basis makes a NaN step.)"""
     if bases is None and name == "previous":
@@ -162,6 +163,8 @@ def check_bases(name, bases, got):
             if not finite(U):
                 raise BadValue(f"{name}: expected finite bases, got {where} with {np.count_nonzero(~np.isfinite(U))} "
                                f"non-finite entries", argument=name)
+            if getattr(bases, "made_by_gpm_bases", False) and not U.flags.writeable:
+                continue                        # gpm_bases's own, unchanged since: orthonormal as made
             off = float(np.max(np.abs(U.T @ U - np.eye(U.shape[1], dtype=U.dtype)), initial=0.0))
             bound = ORTHONORMAL_D_EPS * U.shape[0] * float(np.finfo(U.dtype).eps)
             if off > bound:
