@@ -364,7 +364,43 @@ BAD_INPUTS = [
     ("gpm bases of two towers", lambda: fixes.gpm(NET, X, G, fixes.gpm_bases(mr.TwoTower([3, 4, 2]), X)),
      ValueError, r"bases: expected bases of layer inputs"),
     ("gpm net", lambda: fixes.gpm(object(), X, G, None), TypeError, r"net: expected a model"),
+    # bases that would break GPM's promise: twice a basis moved the memory's outputs by 36 at lr 1,
+    # NaN made a NaN step, float32 bases in a float64 network held the memory to 1.7e-6 only
+    ("gpm bases doubled", lambda: fixes.gpm(NET, X, G, _bases(lambda U: 2 * U)), ValueError,
+     r"bases: expected orthonormal bases"),
+    ("gpm bases nan", lambda: fixes.gpm(NET, X, G, _bases(lambda U: U * np.nan)), ValueError,
+     r"bases: expected finite bases"),
+    ("gpm bases float32", lambda: fixes.gpm(NET, X, G, _bases(lambda U: U.astype(np.float32))), TypeError,
+     r"bases: expected every basis a 2-d array of the network's dtype float64"),
+    ("gpm_bases previous doubled", lambda: fixes.gpm_bases(NET, X, previous=_bases(lambda U: 2 * U)), ValueError,
+     r"previous: expected orthonormal bases"),
+    ("gpm bases claimed gpm_bases's", lambda: fixes.gpm(NET, X, G, fixes.Bases(
+        _bases(lambda U: 2 * U).bases, made_by_gpm_bases=True)), ValueError, r"bases: expected orthonormal bases"),
+    # ewc_merge: it used anchor 0 for both of [F, F], took a negative Fisher, and [] was an IndexError
+    ("ewc_merge one anchor for two", lambda: fixes.ewc_merge([direction(NET)] * 2, [NET.params]), ValueError,
+     r"anchors: expected one anchor per Fisher \(2\), got 1"),
+    ("ewc_merge empty", lambda: fixes.ewc_merge([], []), ValueError, r"fishers: expected at least one Fisher"),
+    ("ewc_merge negative", lambda: fixes.ewc_merge([direction(NET, W1=-np.ones((3, 4)))], [NET.params]),
+     ValueError, r"fishers\[0\]: expected a diagonal Fisher, every entry >= 0"),
+    ("ewc_merge nan fisher", lambda: fixes.ewc_merge([direction(NET), direction(NET, b1=np.full(4, np.nan))],
+                                                     [NET.params] * 2),
+     ValueError, r"fishers\[1\]\['b1'\]: expected finite"),
+    ("ewc_merge inf anchor", lambda: fixes.ewc_merge([direction(NET)], [direction(NET, W2=np.full((4, 2), np.inf))]),
+     ValueError, r"anchors\[0\]\['W2'\]: expected finite"),
+    ("ewc_merge shapes differ", lambda: fixes.ewc_merge([direction(NET), direction(mr.MLP([3, 5, 2]))],
+                                                        [NET.params] * 2),
+     ValueError, r"fishers\[1\]\['W1'\]: expected shape"),
+    ("ewc_merge anchor keys", lambda: fixes.ewc_merge([direction(NET)], [{"W1": np.ones((3, 4))}]), ValueError,
+     r"anchors\[0\]: missing keys"),
+    ("ewc_merge not a list", lambda: fixes.ewc_merge(direction(NET), [NET.params]), TypeError,
+     r"fishers: expected a list of diagonal Fishers"),
 ]
+
+
+def _bases(change):
+    """GPM's bases of NET on X at threshold 1.0, each basis changed by ``change``."""
+    bases = fixes.gpm_bases(NET, X, threshold=1.0)
+    return type(bases)([[change(U) for U in piece] for piece in bases.bases])
 
 
 def blamed(pattern):

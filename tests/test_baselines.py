@@ -60,6 +60,46 @@ def test_agem_removes_exactly_the_component_against_the_memory_gradient(dtype):
         assert abs(baselines.dot(D, r)) <= 4 * (P + 2) * eps * (_abs_dot(D, r) + abs(g_r) + _abs_dot(g, r))
 
 
+def _sign_safe_dot(A, B):
+    """A.B and sum |A||B| in float64 of A and B each divided by its largest entry (a power of two
+    would do; any positive factor keeps the sign): no product underflows, at any scale."""
+    a = max(float(np.max(np.abs(v))) for v in A.values())
+    b = max(float(np.max(np.abs(v))) for v in B.values())
+    A = {k: v.astype(float) / a for k, v in A.items()}
+    B = {k: v.astype(float) / b for k, v in B.items()}
+    return baselines.dot(A, B), _abs_dot(A, B)
+
+
+@pytest.mark.parametrize("dtype, scales", [(np.float32, (1e-23, 1e-40)), (np.float64, (1e-170, 1e-300))])
+def test_agem_keeps_its_guarantee_at_any_scale_of_the_memorys_gradient(dtype, scales):
+    """keep_G x 1e-23 (float32) or x 1e-170 (float64): r.r underflows to 0 in the dtype, and the
+    unscaled formula returned g although g.r < 0. Scaled by powers of two, D.r >= 0 to round-off:
+    D.r is r.g - (g.r / r.r) r.r, rounded in P-term dots and one subtraction per entry, so
+    |D.r| <= 4 (P + 2) eps (sum |D||r| + sum |g||r|) (Higham's gamma_P), with r and D normalised."""
+    eps = float(np.finfo(dtype).eps)
+    for net in _models(dtype)[::2]:                       # an MLP, and two towers (every piece scaled)
+        X, G, KX, KG = _data(dtype)
+        if baselines.dot(net.gradient(X, G), net.gradient(KX, KG)) > 0:
+            KG = -KG
+        for scale in scales:
+            for small_G, small_KG in ((1.0, scale), (scale, 1.0), (scale, scale)):
+                G_s, KG_s = (G * dtype(small_G)).astype(dtype), (KG * dtype(small_KG)).astype(dtype)
+                g, r = net.gradient(X, G_s), net.gradient(KX, KG_s)
+                if small_KG < 1e-20 and scale in (scales[0],):
+                    assert baselines.dot(r, r) == 0.0                 # the case the issue found: r.r underflows
+                g_r, _ = _sign_safe_dot(g, r)
+                if not (np.isfinite(g_r) and g_r < 0 and all(np.any(v) for v in (*g.values(),))):
+                    continue                                          # subnormal r: nothing left to conflict
+                D = fixes.agem(net, X, G_s, KX, KG_s)
+                assert not all(np.array_equal(D[k], g[k]) for k in g), (scale, "no correction made")
+                D_r, abs_D_r = _sign_safe_dot(D, r)
+                _, abs_g_r = _sign_safe_dot(g, r)
+                d_scale = max(float(np.max(np.abs(v))) for v in D.values())
+                g_scale = max(float(np.max(np.abs(v))) for v in g.values())
+                assert D_r >= -4 * (net.n_params + 2) * eps * (abs_D_r + abs_g_r * g_scale / d_scale), \
+                    (type(net).__name__, scale, small_G, small_KG, D_r)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_agem_is_the_plain_gradient_bit_for_bit_when_there_is_no_conflict(dtype):
     for net in _models(dtype):
@@ -148,6 +188,22 @@ def test_fisher_diagonal_is_the_mean_of_the_squared_per_row_gradients(dtype):
             assert np.all(F[k] >= 0)
 
 
+@pytest.mark.parametrize("dtype, scale", [(np.float64, 1e-170), (np.float32, 1e-20)])
+def test_fisher_diagonal_says_when_its_squares_underflow_and_is_unchanged_where_they_do_not(dtype, scale):
+    """keep_G x 1e-170 (float64) or 1e-20 (float32): every squared gradient is below the smallest
+    normal number; the Fisher was all zeros without a word, and EWC held nothing. Now a
+    PrecisionWarning says so. At scale 2^-k the Fisher is 4^-k times the unscaled one, bit for
+    bit (powers of two are exact) while it stays normal."""
+    net = _models(dtype)[0]
+    _, _, KX, KG = _data(dtype, m=7)
+    F = fixes.fisher_diagonal(net, KX, KG)
+    quarter = fixes.fisher_diagonal(net, KX, (KG / 2).astype(dtype))
+    assert all(np.array_equal(quarter[k] * 4, F[k]) for k in F)
+    with pytest.warns(mr.fixes.PrecisionWarning, match="underflow"):
+        tiny = fixes.fisher_diagonal(net, KX, (KG * scale).astype(dtype))
+    assert all(np.all(v >= 0) for v in tiny.values())
+
+
 # -- GPM -----------------------------------------------------------------------------------
 def _forward_drift_bound(mlp, keep_X, D_mlp, lr):
     """How far round-off alone can move the outputs of ``mlp`` on keep_X in a step of lr along
@@ -179,7 +235,7 @@ def _forward_drift_bound(mlp, keep_X, D_mlp, lr):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_gpm_at_threshold_one_holds_every_output_on_the_memory_to_round_off_at_any_lr(dtype):
+def test_gpm_at_threshold_one_holds_the_memory_to_round_off_amplified_by_the_stepped_weights(dtype):
     for net in _models(dtype):
         X, G, KX, _ = _data(dtype, m=5)
         bases = fixes.gpm_bases(net, KX, threshold=1.0)
@@ -196,6 +252,19 @@ def test_gpm_at_threshold_one_holds_every_output_on_the_memory_to_round_off_at_a
             moved.step(net.gradient(X, G), lr)
             naive_moves.append(np.max(np.abs(moved(KX).astype(float) - before)))
         assert naive_moves[0] > 1e3 * _forward_drift_bound(net.pieces()[0].mlp, KX, net.pieces()[0].to_mlp(D), 1.0)
+
+
+def test_gpm_drifts_at_large_steps_so_no_any_lr_promise_is_made():
+    """What the bound above allows happens: on a [6, 9, 8, 4] tanh net at threshold 1.0, lr 1e4
+    moves the memory's outputs by far more than eps in float64, and lr 100 by more than 1e-3 in
+    float32 (round-off of a few ulps, multiplied by lr^3 through three stepped layers)."""
+    for dtype, lr, least in ((np.float64, 1e4, 1e-6), (np.float32, 100.0, 1e-3)):
+        net = _models(dtype)[0]
+        X, G, KX, _ = _data(dtype, m=5)
+        D = fixes.gpm(net, X, G, fixes.gpm_bases(net, KX, threshold=1.0))
+        stepped = net.copy()
+        stepped.step(D, lr)
+        assert np.max(np.abs(stepped(KX).astype(float) - net(KX).astype(float))) > least, dtype
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -267,6 +336,21 @@ def test_bases_from_batches_equal_bases_from_all_rows(dtype):
         assert np.max(np.abs(U @ U.T - V @ V.T)) <= gap, l
 
 
+def test_gpm_bases_own_bases_are_read_only_so_gpm_may_trust_them_unchanged():
+    """gpm skips recomputing U^T U only for gpm_bases's own, read-only bases: doubling one in place
+    is refused by NumPy, and a writable copy doubled is refused by gpm even if it claims to be
+    gpm_bases's."""
+    net = mr.MLP([6, 9, 8, 4], hidden="tanh", init_std=0.5, seed=0)
+    X, G, KX, _ = _data(np.float64)
+    bases = fixes.gpm_bases(net, KX)
+    assert bases.made_by_gpm_bases and not any(U.flags.writeable for U in bases.bases[0])
+    with pytest.raises(ValueError, match="read-only"):
+        bases.bases[0][0] *= 2
+    doubled = fixes.Bases([[2 * U for U in bases.bases[0]]], made_by_gpm_bases=True)
+    with pytest.raises(ValueError, match="bases: expected orthonormal bases"):
+        fixes.gpm(net, X, G, doubled)
+
+
 def test_merged_bases_hold_both_tasks_and_stay_orthonormal():
     """previous = the first task's bases: the second's rows are added, and the rows of both lie
     in the merged span to round-off (threshold 1.0)."""
@@ -298,7 +382,8 @@ def test_every_rule_is_a_pure_function_of_the_network():
 
 def test_tutorial_09s_small_example():
     """Tutorial 09, section 1: A-GEM's D.r at round-off where g.r < 0; GPM at 1.0 moves the
-    memory's outputs within the round-off bound at lr 1 and 100, the batch's by more than 1."""
+    memory's outputs within the round-off bound at lr 1, 100 and 1e4 (round-off at 1, far above
+    it at 1e4), the batch's by more than 1."""
     net = mr.MLP([6, 9, 8, 4], hidden="tanh", init_std=0.5, seed=0)
     rng = np.random.default_rng(1)
     X, G, keep_X = rng.normal(size=(10, 6)), rng.normal(size=(10, 4)), rng.normal(size=(5, 6))
@@ -313,8 +398,12 @@ def test_tutorial_09s_small_example():
     assert abs(baselines.dot(D, r)) <= 4 * (P + 2) * eps * (_abs_dot(D, r) + _abs_dot(g, r))
     bases = fixes.gpm_bases(net, keep_X, threshold=1.0)
     Dg = fixes.gpm(net, X, G, bases)
-    for lr in (1.0, 100.0):
+    held = {}
+    for lr in (1.0, 100.0, 1e4):
         stepped = net.copy()
         stepped.step(Dg, lr)
-        assert np.max(np.abs(stepped(keep_X) - net(keep_X))) <= _forward_drift_bound(net, keep_X, Dg, lr)
+        held[lr] = np.max(np.abs(stepped(keep_X) - net(keep_X)))
+        assert held[lr] <= _forward_drift_bound(net, keep_X, Dg, lr)
         assert np.max(np.abs(stepped(X) - net(X))) > 1.0
+    # round-off at lr 1 (a few hundred eps), far above it at lr 1e4
+    assert held[1.0] <= 1e3 * eps and held[1e4] > 1e6 * eps

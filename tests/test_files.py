@@ -196,7 +196,7 @@ STAND_INS = {
     "explore": "from mlp_ref.classroom import explorable\nexplorable.page_data = lambda grid, log=None: {}",
     "slides": ("from mlp_ref.classroom import deck\nimport mlp_ref.plots.slides as drawing\n"
                "deck.draw = lambda log=None: []\ndrawing.write_pdf = lambda f, drawn, meta: f.write(b'%PDF-new')"),
-    "continual-table": ("from mlp_ref.measurements import permuted\npermuted.run = lambda log: None\n"
+    "continual-table": ("from mlp_ref.measurements import permuted\npermuted.run = lambda log, **kw: None\n"
                         "permuted.as_json = lambda result: {'new': 1}\npermuted.format_table = lambda result: 'new'"),
     "bench": "from mlp_ref.fast import bench\nbench.run = lambda **kw: {}\nbench.format_table = lambda r: 'new'",
 }

@@ -52,3 +52,14 @@ def path(text):
     if not text:
         raise argparse.ArgumentTypeError("expected a file path, got ''")
     return text
+
+
+def data_source(text):
+    """``continual-table --data``: "digits" (the shipped 8 x 8 digits), or "mnist:DIR", a folder of
+    MNIST's four IDX files; returns None or DIR."""
+    if text == "digits":
+        return None
+    kind, sep, folder = text.partition(":")
+    if kind != "mnist" or not sep or not folder:
+        raise argparse.ArgumentTypeError(f"expected digits or mnist:DIR (a folder of MNIST's IDX files), got {text!r}")
+    return folder

@@ -119,12 +119,6 @@ def pull_overflow(G, residual, lam, exc=None):
                     f"max |O_keep - ref| = {far:.3g}, max |G| = {big_G:.3g})", argument=blamed)
 
 
-def dots_overflow(g_r, r_r, g_g):
-    """A-GEM's g.r and r.r, one not finite: G's when g.g is not finite either, else keep_G's."""
-    return too_large("G" if not np.isfinite(g_g) else "keep_G", "the dot products g.r and r.r", "float64",
-                     f"g.r = {g_r}, r.r = {r_r}")
-
-
 def unreachable(history, exc, stepping):
     """``restore``'s step (``stepping``) or forward pass that failed with ``exc``: made from ref, by a step
     that does not fit (D or lr named) or after steps, so ref is named; else (a read-only net, no step yet) exc."""

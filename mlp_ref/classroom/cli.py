@@ -13,9 +13,9 @@ import sys
 import threading
 
 from ..boundary import checks
-from ..boundary.argtypes import path, rows_list, sizes_list, whole
+from ..boundary.argtypes import data_source, path, rows_list, sizes_list, whole
 from ..fast import bench, threads
-from ..files import atomic
+from ..files import atomic, idx
 from ..measurements import answer_replay, permuted, splitting, table
 from ..resources import PROJECTION_COST_PATH
 from ..setups import G_QUESTION, N_PROBE, seed_setup
@@ -223,15 +223,30 @@ def check_bench_args(args):
 
 
 def cmd_continual_table(args):
-    """The field's table: permuted digits, every method's R, ACC and BWT (measurements/permuted.py)."""
+    """The field's table: permuted digits (or the user's MNIST), every method's R, ACC, BWT, F and
+    FWT, over --seeds seeds (measurements/permuted.py)."""
     if args.json is not None:
         atomic.check_target("--json", args.json)      # before the run, not after a minute of it
+    images = None
+    if args.data is not None:                     # the user's MNIST, read before any run
+        try:
+            images = permuted.mnist(args.data)
+        except idx.IDXError as exc:
+            print(f"mlp-ref continual-table: error: --data: {exc}", file=sys.stderr)
+            return 2
 
     def log(line):
         print(f"\r{line}   ", end="", file=sys.stderr, flush=True)
 
+    # peak memory is traced (a quarter more time) for the JSON and for several seeds, not for the
+    # default's quick look
+    memory = args.json is not None or args.seeds > 1
     try:
-        result = permuted.run(log=log)
+        if images is None:
+            result = permuted.run(log=log, seeds=args.seeds, tasks=args.tasks or permuted.TASKS, memory=memory)
+        else:
+            result = permuted.mnist_run(args.data, seeds=args.seeds, tasks=args.tasks, log=log, images=images,
+                                        memory=memory)
     finally:
         print(file=sys.stderr)                    # ends the progress line, also on Ctrl-C
     failed = args.json and atomic.write_results(args.json, json.dumps(permuted.as_json(result), indent=1) + "\n")
@@ -328,7 +343,15 @@ def build_parser():
     p.add_argument("--time-limit", type=positive_seconds, default=grading.TIME_LIMIT, metavar="SECONDS",
                    help=f"seconds each function may run (default {grading.TIME_LIMIT:g})")
     p = sub.add_parser("continual-table", help=COMMANDS["continual-table"][1])
-    p.add_argument("--json", metavar="FILE", type=path, help="also write R, ACC and BWT as JSON into FILE")
+    p.add_argument("--json", metavar="FILE", type=path,
+                   help="also write every method's numbers, and each seed's run, as JSON into FILE")
+    p.add_argument("--seeds", type=whole(1, 100), default=1, metavar="N",
+                   help="runs, seeds 0 .. N-1, each its own split, permutations, init and memory (default 1)")
+    p.add_argument("--data", type=data_source, default=None, metavar="mnist:DIR",
+                   help="MNIST's four IDX files in DIR (train-images-idx3-ubyte, ..., .gz or not; "
+                        "torchvision keeps them in ROOT/MNIST/raw) instead of the shipped digits")
+    p.add_argument("--tasks", type=whole(2, 100), default=None, metavar="N",
+                   help=f"tasks (default {permuted.TASKS} on the digits, {permuted.MNIST['tasks']} on MNIST)")
     return parser
 
 

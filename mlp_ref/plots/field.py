@@ -40,8 +40,8 @@ def field_accuracy(result, axes=None):
         for (i, j), v in np.ndenumerate(R):
             ax.text(j, i, f"{100 * v:.0f}", ha="center", va="center", fontsize=8,
                     color="black" if v > 0.55 else "white")
-        ax.set_title(f"{_style(name)[2]}\nACC {r['ACC']:.2f}\nBWT {r['BWT']:+.2f}".replace("-", "\u2212"),
-                     fontsize=10)
+        ax.set_title(f"{_style(name)[2]}\nACC {r['ACC']:.2f}{_spread(r, 'ACC')}\n"
+                     f"BWT {r['BWT']:+.2f}{_spread(r, 'BWT')}".replace("-", "\u2212"), fontsize=10)
         ticks = range(R.shape[0])
         ax.set_xticks(ticks, [str(t + 1) for t in ticks])
         ax.set_yticks(ticks, [str(t + 1) for t in ticks])
@@ -49,20 +49,31 @@ def field_accuracy(result, axes=None):
     axs[0].set_ylabel("after training task i")
     fig.colorbar(image, ax=axs, shrink=0.8, label="test accuracy")
     s = result["setup"]
-    fig.suptitle(f"Permuted digits, {s['tasks']} tasks, one shared head: R[i, j] in percent")
+    seeds = s.get("seeds", 1)
+    over = f", the mean over {seeds} seeds (± their std)" if seeds > 1 else ""
+    fig.suptitle(f"Permuted digits, {s['tasks']} tasks, one shared head: R[i, j] in percent{over}")
     return fig
+
+
+def _spread(r, key):
+    """' ± std' of a summary's ``key``, or nothing (one seed)."""
+    std = r.get(f"{key}_std")
+    return "" if std is None else f" ± {std:.2f}"
 
 
 @styled
 def field_acc_bwt(result, axes=None):
     """ACC (mean of R's last row) against BWT (mean change of each earlier task since it was
-    learnt), one point per method."""
+    learnt), one point per method; over several seeds the means, with bars of one std each way."""
     def make():
         fig = new_figure(width=10.0, height=5.6)
         return fig, fig.subplots(1, 1)
     fig, (ax,) = take_axes(axes, 1, make)
     for name, r in result["methods"].items():
         colour, marker, label = _style(name)
+        if r.get("ACC_std") is not None:
+            ax.errorbar(r["BWT"], r["ACC"], xerr=r["BWT_std"], yerr=r["ACC_std"], color=colour, lw=1.2,
+                        capsize=3, zorder=2)
         ax.scatter(r["BWT"], r["ACC"], s=90, color=colour, marker=marker, edgecolor="black",
                    linewidth=0.5, zorder=3, label=label)
     ax.axvline(0.0, color="0.5", ls=":", lw=1)
@@ -71,7 +82,9 @@ def field_acc_bwt(result, axes=None):
     ax.set_ylim(0, 1)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right", fontsize=10)
-    ax.set_title("Permuted digits: up and to the right is better")
+    seeds = result["setup"].get("seeds", 1)
+    ax.set_title("Permuted digits: up and to the right is better"
+                 + (f" ({seeds} seeds: mean ± std)" if seeds > 1 else ""))
     return fig
 
 

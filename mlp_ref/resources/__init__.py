@@ -11,7 +11,8 @@ so that an installed wheel finds them from any working directory.
                            (``python -m mlp_ref.measurements.continual --json``)
     field_table.json       the field's table on permuted digits that field_accuracy.png,
                            field_acc_bwt.png and tutorial 09 are drawn from
-                           (``python -m mlp_ref continual-table --json``, ``permuted.load``)
+                           over 5 seeds (``python -m mlp_ref continual-table --seeds 5
+                           --json``, ``permuted.load``)
     frameworks/            torch_fixes.py, tf_fixes.py and jax_fixes.py, every fix in PyTorch,
                            TensorFlow 2 and JAX, with their README: files to read and import (tutorial 07), never
                            imported by mlp_ref itself, so that no framework is needed to use it
