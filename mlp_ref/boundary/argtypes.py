@@ -55,11 +55,8 @@ def path(text):
 
 
 def data_source(text):
-    """``continual-table --data``: "digits" (the shipped 8 x 8 digits), or "mnist:DIR", a folder of
-    MNIST's four IDX files; returns None or DIR."""
-    if text == "digits":
-        return None
+    """``continual-table --data``: "digits" (the shipped 8 x 8 digits: None), or "mnist:DIR" (DIR)."""
     kind, sep, folder = text.partition(":")
-    if kind != "mnist" or not sep or not folder:
+    if text != "digits" and (kind != "mnist" or not sep or not folder):
         raise argparse.ArgumentTypeError(f"expected digits or mnist:DIR (a folder of MNIST's IDX files), got {text!r}")
-    return folder
+    return None if text == "digits" else folder

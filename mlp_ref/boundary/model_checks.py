@@ -8,17 +8,8 @@ from functools import partial
 import numpy as np
 
 from ..network import MLP, Model
-from .checks import (
-    BadType,
-    BadValue,
-    check_array,
-    check_inputs,
-    check_params_like,
-    check_real,
-    check_whole,
-    describe,
-    finite,
-)
+from .checks import (BadType, BadValue, check_array, check_inputs, check_params_like, check_real, check_whole,
+                     describe, finite)
 
 
 def check_net(name, net, got=None, kind=Model):
@@ -73,46 +64,36 @@ def check_ref(name, ref, got):
 
 
 def check_fisher(name, fisher, got):
-    """A diagonal Fisher: a dict like params, every entry >= 0."""
-    fisher = check_params_like(name, fisher, got)
-    if any(np.count_nonzero(v < 0) for v in fisher.values()):
-        raise BadValue(f"{name}: expected a diagonal Fisher, every entry >= 0, got a negative entry", argument=name)
+    """A diagonal Fisher: a dict like params (or like ``got``'s shapes and dtype), every entry >= 0."""
+    fisher = check_params_like(name, fisher, got, got.get("shapes"), got.get("dtype"))
+    negative = [k for k, v in fisher.items() if np.count_nonzero(v < 0)]
+    if negative:
+        raise BadValue(f"{name}: expected a diagonal Fisher, every entry >= 0, got a negative entry in {negative}",
+                       argument=name)
     return fisher
 
 
 def check_fishers(name, fishers, got):
-    """``ewc_merge``'s Fishers: a non-empty list of dicts of float arrays, every one with the first's
-    keys and shapes, finite, every entry >= 0 (a list of dicts, each checked like ``check_fisher``)."""
-    if isinstance(fishers, dict) or not isinstance(fishers, (list, tuple)):
+    """``ewc_merge``'s Fishers: a non-empty list of diagonal Fishers with the first's keys, shapes and float
+    dtype, which ``got`` keeps for the anchors."""
+    if not isinstance(fishers, (list, tuple)):
         raise BadType(f"{name}: expected a list of diagonal Fishers (dicts like params), got {describe(fishers)}",
                       argument=name)
-    if not fishers:
-        raise BadValue(f"{name}: expected at least one Fisher, got an empty list", argument=name)
-    if not isinstance(fishers[0], dict) or not fishers[0]:
-        raise BadType(f"{name}[0]: expected a dict like params, got {describe(fishers[0])}", argument=name)
+    if not fishers or not isinstance(fishers[0], dict) or not fishers[0]:
+        raise BadValue(f"{name}: expected at least one Fisher (a dict like params), got {reprlib.repr(fishers)}",
+                       argument=name)
     first = {k: np.asarray(v) for k, v in fishers[0].items()}
-    dtype = next((v.dtype for v in first.values() if v.dtype.kind == "f"), np.dtype(np.float64))
-    shapes = {k: v.shape for k, v in first.items()}
-    out = [check_params_like(f"{name}[{t}]", f, got, shapes=shapes, dtype=dtype) for t, f in enumerate(fishers)]
-    for t, f in enumerate(out):
-        negative = [k for k, v in f.items() if np.count_nonzero(v < 0)]
-        if negative:
-            raise BadValue(f"{name}[{t}]: expected a diagonal Fisher, every entry >= 0, got a negative entry in "
-                           f"{negative}", argument=name)
-    got["shapes"], got["dtype"] = shapes, dtype
-    return out
+    got["shapes"] = {k: v.shape for k, v in first.items()}
+    got["dtype"] = next((v.dtype for v in first.values() if v.dtype.kind == "f"), np.dtype(np.float64))
+    return [check_fisher(f"{name}[{t}]", f, got) for t, f in enumerate(fishers)]
 
 
 def check_anchors(name, anchors, got):
-    """``ewc_merge``'s anchors: a list as long as its Fishers, each a dict with their keys and shapes, finite."""
-    if isinstance(anchors, dict) or not isinstance(anchors, (list, tuple)):
-        raise BadType(f"{name}: expected a list of anchors (dicts like params), got {describe(anchors)}",
-                      argument=name)
-    if len(anchors) != len(got["fishers"]):
-        raise BadValue(f"{name}: expected one anchor per Fisher ({len(got['fishers'])}), got {len(anchors)}",
+    """``ewc_merge``'s anchors: one per Fisher, each a dict with their keys and shapes, finite."""
+    if not isinstance(anchors, (list, tuple)) or len(anchors) != len(got["fishers"]):
+        raise BadValue(f"{name}: expected one anchor per Fisher ({len(got['fishers'])}), got {describe(anchors)}",
                        argument=name)
-    return [check_params_like(f"{name}[{t}]", a, got, shapes=got["shapes"], dtype=got["dtype"])
-            for t, a in enumerate(anchors)]
+    return [check_params_like(f"{name}[{t}]", a, got, got["shapes"], got["dtype"]) for t, a in enumerate(anchors)]
 
 
 def check_threshold(name, threshold, got=None):
@@ -131,19 +112,17 @@ def check_cut(name, cut, got):
                                               what="a fraction of the largest eigenvalue in [0, 1)")
 
 
-#: How far U^T U of a basis may be from the identity, entry by entry, in units of d eps (d: U's rows):
-#: each entry of U^T U is a dot product of d terms, which rounds by up to d eps |u_i| |u_j| = d eps
-#: itself, and ``gpm_bases``'s U (SVD, and a QR to merge) is orthonormal to a few eps; a basis
-#: further off than this is not orthonormal, and GPM's projection I - U U^T would not be one.
+#: How far U^T U of a basis may be from I, entry by entry, in units of d eps (d: U's rows): an entry is
+#: a dot product of d terms of unit vectors, rounding by up to d eps, and gpm_bases's U (SVD, QR) is
+#: orthonormal to a few eps; further off, GPM's I - U U^T would not be a projection.
 ORTHONORMAL_D_EPS = 4
 
 
 def check_bases(name, bases, got):
-    """Bases of ``gpm_bases`` fit for the net: one basis per layer of each piece, of its input width
-    + 1, in the net's dtype, finite, and orthonormal: max |U^T U - I| <= ORTHONORMAL_D_EPS d eps
-    (not recomputed for ``gpm_bases``'s own, read-only since it made them: ``Bases``).
-    None stays None for ``previous``. (Twice a basis would move the memory's outputs; a float32
-    basis in a float64 network holds only float32's round-off; a NaN basis makes a NaN step.)"""
+    """Bases of ``gpm_bases`` fit for the net: one basis per layer of each piece, of its input width + 1,
+    2-d arrays of the net's dtype (a float32 basis holds only float32's round-off), finite and orthonormal
+    to ORTHONORMAL_D_EPS d eps (twice a basis moves the memory's outputs), not recomputed for ``gpm_bases``'s
+    own, read-only since it made them. None stays None for ``previous``."""
     if bases is None and name == "previous":
         return None
     if type(bases).__name__ != "Bases":          # baselines.Bases, which imports this module
@@ -153,21 +132,15 @@ def check_bases(name, bases, got):
     have = [[getattr(U, "shape", (None,))[0] for U in piece] for piece in bases.bases]
     if have != want:
         raise BadValue(f"{name}: expected bases of layer inputs {want} (this model's), got {have}", argument=name)
-    for p, piece in enumerate(bases.bases):
-        for l, U in enumerate(piece, 1):
-            where = f"{name}.bases[{p}][{l - 1}]"
-            if not isinstance(U, np.ndarray) or U.ndim != 2 or U.dtype != net.dtype:
-                raise BadType(f"{name}: expected every basis a 2-d array of the network's dtype {net.dtype}, got "
-                              f"{where}: {describe(U)} (bases made for another dtype hold only its round-off)",
-                              argument=name)
-            if not finite(U):
-                raise BadValue(f"{name}: expected finite bases, got {where} with {np.count_nonzero(~np.isfinite(U))} "
-                               f"non-finite entries", argument=name)
-            if getattr(bases, "made_by_gpm_bases", False) and not U.flags.writeable:
-                continue                        # gpm_bases's own, unchanged since: orthonormal as made
+    for where, U in ((f"{name}.bases[{p}][{l}]", U) for p, Us in enumerate(bases.bases) for l, U in enumerate(Us)):
+        if not isinstance(U, np.ndarray) or U.ndim != 2 or U.dtype != net.dtype:
+            raise BadType(f"{name}: expected every basis a 2-d array of the network's dtype {net.dtype}, got {where}: "
+                          f"{describe(U)} (bases made for another dtype hold only its round-off)", argument=name)
+        if not finite(U):
+            raise BadValue(f"{name}: expected finite bases, got {where} with non-finite entries", argument=name)
+        if not (getattr(bases, "made_by_gpm_bases", False) and not U.flags.writeable):   # else orthonormal as made
             off = float(np.max(np.abs(U.T @ U - np.eye(U.shape[1], dtype=U.dtype)), initial=0.0))
-            bound = ORTHONORMAL_D_EPS * U.shape[0] * float(np.finfo(U.dtype).eps)
-            if off > bound:
+            if off > (bound := ORTHONORMAL_D_EPS * U.shape[0] * float(np.finfo(U.dtype).eps)):
                 raise BadValue(f"{name}: expected orthonormal bases (max |U^T U - I| <= {bound:.3g}, "
                                f"{ORTHONORMAL_D_EPS} d eps), got {where} with max |U^T U - I| = {off:.3g}",
                                argument=name)

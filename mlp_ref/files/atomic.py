@@ -197,7 +197,7 @@ def _create(name, path):
 
 def check_target(name, path):
     """``path`` as str, checked before any work is done: see ``target``."""
-    path = checks.path(name, path)
+    path = checks.check_path(name, path)
     target(name, path)
     return path
 
@@ -308,7 +308,7 @@ def _check_writable_folder(name, folder):
 def check_folder(name, folder):
     """``folder`` as str, a folder that is there or can be made (``make_folder``) and written,
     checked before any work: refused as ``target`` refuses, with ``name`` in front."""
-    folder = checks.path(name, folder)
+    folder = checks.check_path(name, folder)
     absolute = os.path.abspath(folder)
     existing = _deepest_existing(absolute)
     if not os.path.isdir(existing):
@@ -353,7 +353,7 @@ def write_atomically(name, path, write):
     is left as it was; a failure of the write itself (a full disk) raises ``WriteError`` naming
     ``name`` and ``path``. Returns ``path`` as str.
     """
-    path = checks.path(name, path)
+    path = checks.check_path(name, path)
     where, in_place = target(name, path)
     if in_place:
         return _write_device(name, path, where, write)
