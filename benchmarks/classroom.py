@@ -39,7 +39,7 @@ ROWS = [
         "05_projection.py", "06_side_by_side.py", "07_from_numpy_to_frameworks.py",
         "08_a_real_task.py", "09_the_field.py"], 1)],
     ("continual-table", ["-m", "mlp_ref", "continual-table", "--json", "OUT/table.json"], 20),
-    ("explore --html", ["-m", "mlp_ref", "explore", "--html", "OUT/explorer.html"], 30),
+    ("explore --html", ["-m", "mlp_ref", "explore", "--html", "OUT/explorer.html"], 10),
     ("animate", ["-m", "mlp_ref", "animate", "--out", "OUT/animations"], 15),
     ("slides", ["-m", "mlp_ref", "slides", "--out", "OUT/deck.pdf"], 15),
     ("python -m pytest", ["-m", "pytest", "-q", "-p", "no:cacheprovider"], 30),

@@ -173,6 +173,7 @@ def test_figures_only_names_each_figure_once_in_the_format_asked(tmp_path, capsy
     assert f"'{afile}' is a file, not a folder" in capsys.readouterr().err
 
 
+@pytest.mark.slow                 # a command in a child process, and another: CPU for its startups
 def test_a_reader_that_goes_away_or_a_full_disk_is_one_line_not_a_traceback():
     env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
     piped = subprocess.run(f"{sys.executable} -m mlp_ref stages | head -1", shell=True,

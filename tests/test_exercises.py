@@ -214,6 +214,7 @@ def test_a_file_that_cannot_be_graded_is_one_line(source, said, tmp_path):
     assert out.count("\n") == 1 and out.startswith(f"check: {path}: ") and said in out
 
 
+@pytest.mark.slow                 # a command in a child process, and another: CPU for its startups
 def test_check_is_a_command(tmp_path):
     env_path = str(ROOT)
     res = subprocess.run([sys.executable, "-m", "mlp_ref", "check", str(BLANKS[0])],

@@ -213,8 +213,8 @@ CTRL_C = {
 }
 
 
-#: the fast suite interrupts two of them (a child each: startup costs CPU), the slow suite the rest
-FAST_CTRL_C = ("figures", "table")
+#: the fast suite interrupts one of them (a child each: startup costs CPU), the slow suite the rest
+FAST_CTRL_C = ("table",)
 
 
 @pytest.mark.parametrize("command", [c if c in FAST_CTRL_C else pytest.param(c, marks=pytest.mark.slow)
@@ -260,6 +260,7 @@ def test_ctrl_c_that_lands_in_a_finalizer_still_stops_the_command(tmp_path):
     assert code == 130 and len(lines) == 1 and lines[0].startswith("table: "), err
 
 
+@pytest.mark.slow                 # a command in a child process, and another: CPU for its startups
 def test_a_killed_figures_run_is_cleaned_up_by_the_next_run_of_any_figure(tmp_path):
     path = tmp_path / "projection_cost.png"
     code, _, during = interrupt(SLOW_FIGURE, path, signal.SIGKILL)

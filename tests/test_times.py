@@ -40,7 +40,7 @@ def test_the_guide_states_each_tutorials_cpu_seconds():
 def test_the_readme_states_the_measured_times():
     readme = " ".join((ROOT / "README.md").read_text().split())
     others = max((ROWS[t]["cpu_s"] for t in TUTORIALS if t != "tutorial 07"))
-    stated = (f"each tutorial at most {others:.1f} (tutorial 07 with both frameworks installed "
+    stated = (f"each tutorial at most {others:.1f} (tutorial 07 with the three frameworks installed "
               f"{cpu('tutorial 07')}), `figures` {cpu('figures')}, `continual-table` "
               f"{cpu('continual-table')}, `explore --html` {cpu('explore --html')}, `animate` "
               f"{cpu('animate')}, `slides` {cpu('slides')}, and `python -m pytest` "
