@@ -107,7 +107,7 @@ SLIDES = [
                "Homework: exercises 01 and 04. Explore: python -m mlp_ref explore"],
      "minutes": (89, 90),
      "notes": "Give exercises 01 and 04 as homework. The explorer (python -m mlp_ref explore, or "
-              "the static page from --html on the course site) lets students move lr, the steps, "
+              "the live page from --html on the course site) lets students move lr, the steps, "
               "the fix and lambda themselves."},
 ]
 
