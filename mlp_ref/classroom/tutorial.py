@@ -104,7 +104,7 @@ SYMBOLS = {
     "eta": "\u03b7", "theta": "\u03b8", "lambda": "\u03bb", "alpha": "\u03b1", "sigma": "\u03c3",
     "Delta": "\u0394", "delta": "\u03b4", "partial": "\u2202", "sum": "\u03a3", "epsilon": "\u03b5",
     "cdot": "\u00b7", "odot": "\u2299", "times": "\u00d7", "leftarrow": "\u2190", "to": "\u2192",
-    "approx": "\u2248", "le": "\u2264", "leq": "\u2264", "ge": "\u2265", "geq": "\u2265",
+    "mapsto": "\u21a6", "approx": "\u2248", "le": "\u2264", "leq": "\u2264", "ge": "\u2265", "geq": "\u2265",
     "ne": "\u2260", "neq": "\u2260", "in": "\u2208", "lVert": "\u2016", "rVert": "\u2016",
     "|": "\u2016", "ldots": "\u2026", "dots": "\u2026", "infty": "\u221e", "pm": "\u00b1",
     "max": "max", "min": "min", "quad": "\u2003", "qquad": "\u2003\u2003", ",": "", ";": "", "!": "",
