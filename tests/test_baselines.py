@@ -129,8 +129,8 @@ def test_ewc_adds_the_gradient_of_the_fisher_weighted_penalty(dtype):
         D, g = fixes.ewc(net, X, G, fisher, anchor, lam), net.gradient(X, G)
 
         def penalty(theta):
-            return 0.5 * lam * sum(float(np.sum(np.float64(fisher[k]) * (theta[k] - np.float64(anchor[k])) ** 2))
-                                   for k in theta)
+            f64 = {k: (np.asarray(fisher[k], np.float64), np.asarray(anchor[k], np.float64)) for k in theta}
+            return 0.5 * lam * sum(float(np.sum(F * (theta[k] - A) ** 2)) for k, (F, A) in f64.items())
         theta = _f64(net.params)
         h, eps = 1e-3, float(np.finfo(dtype).eps)
         for k in theta:
