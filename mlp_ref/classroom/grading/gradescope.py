@@ -49,7 +49,7 @@ cd "$(dirname "$0")"
 PYTHON=python3
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
     # mlp-ref needs Python 3.11 or newer; Ubuntu 22.04's python3 is 3.10
-    apt-get install -y python3.11 python3-pip
+    apt-get update && apt-get install -y python3.11 python3-pip
     PYTHON=python3.11
 fi
 command -v "$PYTHON" > python_path
