@@ -142,3 +142,13 @@ def guide(ax, lrs, drifts, slope, text, below=4.0):
     y = anchor / below * (x / lrs[0]) ** slope
     ax.loglog(x, y, ls="--", color="0.55", lw=1.2, zorder=2)
     ax.text(x[-1] * 1.3, y[-1], text, ha="left", va="center", fontsize=10, color="0.4")
+
+
+def theta_plane(ax, t1, t2, title):
+    """The (theta_1, theta_2) plane of out1's contours, on the grid t1 x t2, to scale."""
+    ax.set_xlim(t1[0], t1[-1])
+    ax.set_ylim(t2[0], t2[-1])
+    ax.set_aspect("equal")
+    ax.set_xlabel("\u03b8\u2081")
+    ax.set_ylabel("\u03b8\u2082")
+    ax.set_title(title)

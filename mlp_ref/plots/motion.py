@@ -17,7 +17,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from PIL import Image  # matplotlib's own dependency
 
-from .axes import ROUNDOFF_ROW, ROUNDOFF_TEXT, ZERO_FLOOR, placed, roundoff_band
+from .axes import ROUNDOFF_ROW, ROUNDOFF_TEXT, ZERO_FLOOR, placed, roundoff_band, theta_plane
 from .continual import continual_steps
 from .question import backprop_stages, board
 from .style import MARKERS, PALETTE, new_figure, sci, styled
@@ -141,12 +141,7 @@ def projection_step_frames(geometry, frames):
                          Line2D([], [], color="0.45", lw=1.3, ls="--", label="its tangent at \u03b8\u2080"),
                          *[Line2D([], [], color=PALETTE[k], lw=2.2, label=_NAMES[k]) for k in _NAMES]],
                 loc="upper right", fontsize=10, frameon=True, framealpha=0.9)
-    left.set_xlim(t1[0], t1[-1])
-    left.set_ylim(t2[0], t2[-1])
-    left.set_aspect("equal")
-    left.set_xlabel("\u03b8\u2081")
-    left.set_ylabel("\u03b8\u2082")
-    left.set_title(f"out1's contours over \u03b8; one step of lr = {geometry['lr']:g}")
+    theta_plane(left, t1, t2, f"out1's contours over \u03b8; one step of lr = {geometry['lr']:g}")
 
     order = list(_NAMES)
     right.set_xscale("log")

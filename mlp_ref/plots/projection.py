@@ -8,6 +8,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator
 
+from .axes import theta_plane
 from .style import MARKERS, PALETTE, new_figure, signed, styled, take_axes, text_colour
 
 
@@ -85,12 +86,7 @@ def projection_geometry(result, axes=None, brief=False):
         ax.legend(handles=handles, loc="upper right", bbox_to_anchor=(-0.2, 1))
     else:
         ax.legend(handles=handles, loc="upper right", fontsize=11, frameon=True, framealpha=0.9)
-    ax.set_xlim(t1[0], t1[-1])
-    ax.set_ylim(t2[0], t2[-1])
-    ax.set_aspect("equal")
-    ax.set_xlabel("\u03b8\u2081")
-    ax.set_ylabel("\u03b8\u2082")
-    ax.set_title(f"Contours of out1 over \u03b8; steps of size lr = {result['lr']:g}")
+    theta_plane(ax, t1, t2, f"Contours of out1 over \u03b8; steps of size lr = {result['lr']:g}")
 
     if not brief:
         _drift_panel(axes[1], result)
