@@ -6,6 +6,7 @@ bubblewrap tests run where bubblewrap starts, which CI makes sure of (``.ci/run`
 and a test fails in CI if the grader chose anything else); the uid fallback's mechanism is tested
 as root (CI's user) with the shell, whatever Python the machine has.
 """
+import io
 import os
 import signal
 import subprocess
@@ -185,3 +186,24 @@ def test_the_grader_says_which_isolation_it_used(tmp_path):
     line = proc.stderr.splitlines()[0]
     assert line.startswith("check: each file runs in a child process, isolated by ")
     assert line.endswith(str(sandbox.choose()))
+
+
+def test_a_class_folder_hides_from_each_child_what_other_submissions_finds(tmp_path, monkeypatch):
+    """``check DIR`` collects the folder once and hands each child the submissions to hide: the
+    same as ``other_submissions`` finds for a file alone (which reads the folder anew)."""
+    for name, text in {"alice_01.py": 'from helpers import h\nEXERCISE = "01_layer_backward"\n',
+                       "helpers.py": "def h():\n    pass\n", "bob_01.py": 'EXERCISE = "01_layer_backward"\n',
+                       "sub/carol_02.py": 'EXERCISE = "02_masked_loss"\n', "sub/dan.py": "x = 1\n"}.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    handed = {}
+
+    def grade_file(path, *args, others=None, **kwargs):
+        handed[path] = others
+        return grading.Result(str(path), problem="not graded here")
+    monkeypatch.setattr(grading, "grade_file", grade_file)
+    grading.main([tmp_path], out=io.StringIO(), progress=io.StringIO())
+    assert set(handed) == {tmp_path / n for n in ("alice_01.py", "bob_01.py", "sub/carol_02.py", "sub/dan.py")}
+    for path, others in handed.items():
+        assert others == grading.other_submissions(path), path
+    assert {Path(o).name for o in handed[tmp_path / "sub/dan.py"]} == {"carol_02.py"}

@@ -176,8 +176,11 @@ def _keep_out(path):
     return None if inside else str(SOLUTIONS)
 
 
-def grade_file(path, time_limit=TIME_LIMIT, memory_limit=MEMORY_LIMIT, isolate=True, exercise=None):
+def grade_file(path, time_limit=TIME_LIMIT, memory_limit=MEMORY_LIMIT, isolate=True, exercise=None, others=None):
     """Grade one file: a Result with a Verdict per function and per prediction, or a problem.
+
+    ``others``: the other submissions its child must not reach (``other_submissions``, found
+    anew when not given: a class folder's ``main`` passes what its ``collect`` found once).
 
     ``exercise``: grade it as that exercise (Gradescope's assignment), whatever its name; a file
     whose EXERCISE names another is refused. ``isolate=False`` runs the file in this process
@@ -202,7 +205,7 @@ def grade_file(path, time_limit=TIME_LIMIT, memory_limit=MEMORY_LIMIT, isolate=T
     predictions = PREDICTIONS.get(result.exercise, {})
     submission = Submission(path, source, result.exercise, list(checks), ALLOWED[result.exercise],
                             list(predictions), time_limit, memory_limit, _keep_out(path), isolate,
-                            other_submissions(path) if isolate else ())
+                            (other_submissions(path) if others is None else others) if isolate else ())
     try:
         try:
             defined, answers = submission.start()
@@ -420,7 +423,7 @@ def main(paths, out=None, gradebook=None, time_limit=TIME_LIMIT, isolate=True, p
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     students = gradebook_rows.read_roster(roster) if isinstance(roster, (str, os.PathLike)) else roster
     check_targets(gradebook, feedback, lms, students)
-    found = collect(paths)
+    found, dirs = collect(paths), [Path(p).resolve() for p in paths if Path(p).is_dir()]
     graded_files = [(f, rel) for f, rel, helper in found if not helper]
     names = dict(zip([f for f, _ in graded_files],
                      gradebook_rows.feedback_names([rel for _, rel in graded_files])))
@@ -442,7 +445,11 @@ def main(paths, out=None, gradebook=None, time_limit=TIME_LIMIT, isolate=True, p
             if len(graded_files) > 1:
                 i = len([r for r, _ in results if not r.helper]) + 1
                 print(f"check: [{i}/{len(graded_files)}] {shown(path)}", file=progress, flush=True)
-            result = grade_file(path, time_limit, isolate=isolate)
+            folder, others = Path(path).resolve().parent, None     # a file named alone: found anew
+            if any(d == folder or d in folder.parents for d in dirs):  # its folder was collected whole
+                others = sorted(str(f.resolve()) for f, _ in graded_files
+                                if f != path and folder in f.resolve().parents)
+            result = grade_file(path, time_limit, isolate=isolate, others=others)
             results.append((result, relative))
             if feedback:
                 gradebook_rows.write_feedback(feedback, names[path], report(result))
