@@ -223,7 +223,7 @@ BAD_INPUTS = [
         mr.MLP([3, 4, 2], dtype=np.float32), X, G, lam=1e39), ValueError,
      r"lam: expected a number <= 3.4e\+38, which fits in float32, got 1e\+39"),
     ("penalty ref too far", lambda: fixes.penalty(_far_out(), X, G, ref=np.full(8, 3e38), lam=0.0),
-     ValueError, r"ref: expected values whose distance to the outputs stays finite in float32"),
+     ValueError, r"ref: expected values for which their distance to the outputs stays finite in float32, got max"),
     ("penalty lam times the residual overflows", lambda: fixes.penalty(
         mr.MLP([3, 4, 2], dtype=np.float32), X, G, ref=np.full(8, 100.0), lam=1e37), ValueError,
      r"lam: expected a weight for which G \+ lam \* \(O_keep - ref\) stays finite in float32"),
@@ -291,6 +291,8 @@ BAD_INPUTS = [
      r"net: the output of layers 2 \.\. 2 overflowed float64 .*the parameters are too large"),
     ("forward_from reads no NaN it does not use", lambda: _nan_W1_identity().forward_from(
         2, np.full((2, 4), 1e307)), ValueError, r"a_prev: expected values"),
+    ("forward_from names a NaN it reads", lambda: _nan_W1_identity().forward_from(1, np.ones((2, 3))), ValueError,
+     r"^net: forward_from's output is not finite because parameter W1 \(1 NaN\) holds NaN/inf\. Rebuild or reload"),
     ("adam eps is inf in float32", lambda: optim.Adam(0.1, eps=1e300).update({"W": np.ones(3, np.float32)}),
      ValueError, r"eps: expected a value representable in float32"),
     ("tangent kernel of None", lambda: mr.jacobian.tangent_kernel_by_layer(None, X), TypeError,

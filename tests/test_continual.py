@@ -376,8 +376,8 @@ def test_continual_plots_draw_into_given_axes_and_title_their_data(res, cost):
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["--sizes", "8,16,"], "--sizes: expected comma-separated whole numbers"),
-    (["--sizes", "-5"], "--sizes: expected positive whole numbers"),
+    (["--sizes", "8,16,"], "--sizes: expected distinct sizes, positive whole numbers"),
+    (["--sizes", "-5"], "--sizes: expected distinct sizes, positive whole numbers"),
     (["--sizes", "8,8"], "--sizes: expected distinct sizes"),
     (["--hidden", "0"], "--hidden: expected a whole number >= 1"),
     (["--repeats", "0"], "--repeats: expected a whole number >= 1"),

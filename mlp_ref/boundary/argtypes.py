@@ -5,46 +5,32 @@ from __future__ import annotations
 import argparse
 
 
-def whole(minimum, maximum=None):
-    """A whole number >= minimum (and <= maximum)."""
+def whole_numbers(expected, fits):
+    """Comma-separated whole numbers as a list, when ``fits`` takes it; else "expected ``expected``"."""
     def parse(text):
         try:
-            value = int(text)
+            values = [int(v) for v in text.split(",")]
         except ValueError:
-            value = None
-        if value is None or value < minimum or (maximum is not None and value > maximum):
-            expected = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
-            raise argparse.ArgumentTypeError(f"expected a whole number {expected}, got {text!r}")
-        return value
+            values = None
+        if values is None or not fits(values):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return values
     return parse
 
 
-def _whole_numbers(text):
-    """Comma-separated whole numbers, as a list."""
-    try:
-        return [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
+def whole(minimum, maximum=None):
+    """A whole number >= minimum (and <= maximum)."""
+    within = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+    parse = whole_numbers(f"a whole number {within}",
+                          lambda v: len(v) == 1 and v[0] >= minimum and (maximum is None or v[0] <= maximum))
+    return lambda text: parse(text)[0]
 
 
-def sizes_list(text):
-    """Layer widths: at least two positive whole numbers, comma-separated."""
-    sizes = _whole_numbers(text)
-    if len(sizes) < 2 or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(f"expected at least two positive widths, e.g. 784,512,10, "
-                                         f"got {text!r}")
-    return sizes
-
-
-def rows_list(text):
-    """One or more distinct positive whole numbers, comma-separated (memory sizes m)."""
-    rows = _whole_numbers(text)
-    if min(rows) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive whole numbers, e.g. 16,32,64, got {text!r}")
-    if len(set(rows)) != len(rows):
-        raise argparse.ArgumentTypeError(f"expected distinct sizes (each is one point of the growth "
-                                         f"fit), got {text!r}")
-    return rows
+#: layer widths: at least two positive whole numbers
+sizes_list = whole_numbers("at least two positive widths, e.g. 784,512,10", lambda v: len(v) >= 2 and min(v) >= 1)
+#: memory sizes m, each one point of a growth fit: distinct positive whole numbers
+rows_list = whole_numbers("distinct sizes, positive whole numbers, e.g. 16,32,64 (each is one point of the growth fit)",
+                          lambda v: min(v) >= 1 and len(set(v)) == len(v))
 
 
 def path(text):

@@ -6,6 +6,7 @@ got)`` returns the value as the body uses it or raises ``BadValue`` / ``BadType`
 Calls from inside the lesson (``INSIDE``) skip the checks, as scikit-learn skips nested validation."""
 from __future__ import annotations
 
+import contextlib
 import decimal
 import functools
 import numbers
@@ -41,9 +42,8 @@ class BadType(ArgumentError, TypeError):
 
 #: The modules whose calls pass checked values: the lesson's and the fast tier's. A call from one of
 #: them skips the door; a call from anywhere else (a tutorial, a test, the measurements) is checked.
-INSIDE = frozenset(f"mlp_ref.{name}" for name in (
-    "activations", "architectures", "baselines", "data", "fixes", "gradcheck", "jacobian", "losses",
-    "network", "optim", "pseudoinverse", "setups", "fast"))
+INSIDE = frozenset(f"mlp_ref.{name}" for name in "activations architectures baselines data fast fixes gradcheck "
+                   "jacobian losses network optim pseudoinverse setups".split())
 
 
 def checked(takes, args):
@@ -85,8 +85,7 @@ tiny = functools.lru_cache(maxsize=None)(lambda dtype: float(np.finfo(dtype).tin
 
 def count_nonfinite(a):
     """'2 NaN, 1 inf' for an array holding them."""
-    nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
-    return ", ".join(f"{c} {what}" for c, what in [(nan, "NaN"), (inf, "inf")] if c)
+    return ", ".join(f"{c} {what}" for c, what in [(np.isnan(a).sum(), "NaN"), (np.isinf(a).sum(), "inf")] if c)
 
 
 gib = lambda n: f"{n / 2**30:.3g} GiB"      # a size in messages
@@ -95,10 +94,8 @@ gib = lambda n: f"{n / 2**30:.3g} GiB"      # a size in messages
 @functools.lru_cache(maxsize=None)
 def machine_memory():
     """This machine's physical memory in bytes (None where the OS does not say)."""
-    try:
+    with contextlib.suppress(AttributeError, OSError, ValueError):       # no sysconf, or no such name
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, OSError, ValueError):
-        return None
 
 
 SHAPE, DTYPE, WRITEABLE = attrgetter("shape"), attrgetter("dtype"), attrgetter("flags.writeable")
@@ -183,8 +180,6 @@ def check_array(name, x, dtype, finite_values=True):
     """``x`` as a numeric ndarray of ``dtype``, finite everywhere (unchecked if not ``finite_values``)."""
     if type(x) is np.ndarray and x.dtype == dtype and (not finite_values or finite(x)):
         return x                                                # as it came, finite
-    if isinstance(x, (str, bytes)) or x is None:
-        raise BadType(f"{name}: expected a numeric array, got {describe(x)}", argument=name)
     if isinstance(x, np.ma.MaskedArray):        # np.asarray would drop the mask, use the values under it
         raise BadType(f"{name}: expected a plain array, got a numpy masked array of shape {x.shape} "
                       f"(its mask would be ignored; pass {name}.filled(value) or the rows you mean)", argument=name)
@@ -194,7 +189,7 @@ def check_array(name, x, dtype, finite_values=True):
         raise BadType(f"{name}: expected a numeric array, got {describe(x)} ({exc})", argument=name) from None
     if arr.dtype.kind == "c":
         raise BadType(f"{name}: expected real numbers, got {describe(arr)}", argument=name)
-    if arr.dtype.kind not in "biuf":            # timedelta64 counts as a NumPy integer: durations
+    if arr.dtype.kind not in "biuf":            # text, None, objects; timedelta64 too (a NumPy integer: durations)
         raise BadType(f"{name}: expected a numeric array (bool, int or float), got {describe(x)}", argument=name)
     if finite_values:
         check_finite(name, arr, "expected finite values")
@@ -289,11 +284,9 @@ def check_output_mask(name, mask, got):
 
 def check_params_like(name, D, got, shapes=None, dtype=None, finite=True):
     """A dict with the keys and shapes of the net's parameters (or ``shapes``), finite, in its dtype."""
-    shapes = got["net"].param_shapes if shapes is None else shapes
-    dtype = got["net"].dtype if dtype is None else dtype
+    shapes, dtype = got["net"].param_shapes if shapes is None else shapes, got["net"].dtype if dtype is None else dtype
     if not isinstance(D, dict):
-        raise BadType(f"{name}: expected a dict like params with keys {list(shapes)}, got {describe(D)}",
-                      argument=name)
+        raise BadType(f"{name}: expected a dict like params with keys {list(shapes)}, got {describe(D)}", argument=name)
     for which, keys in (("unknown", [k for k in D if k not in shapes]), ("missing", [k for k in shapes if k not in D])):
         if keys:
             raise BadValue(f"{name}: {which} keys {keys}; expected keys {list(shapes)}", argument=name)
@@ -307,22 +300,17 @@ def check_params_like(name, D, got, shapes=None, dtype=None, finite=True):
 def check_keep(name, keep, got):
     """``keep`` as a non-empty list of distinct output indices 0 .. K - 1 (one index: the list of it)."""
     K = got["net"].sizes[-1]
-    if type(keep) in (list, tuple) and set(map(type, keep)) == {int} and set(keep) <= set(range(K)) and \
-            len(set(keep)) == len(keep) > 0:
-        return list(keep)                                       # as it came: distinct indices 0 .. K - 1
     if is_whole(keep) or (isinstance(keep, np.ndarray) and keep.ndim == 0):
         keep = [keep.item() if isinstance(keep, np.ndarray) else keep]
     if isinstance(keep, (str, bytes, dict)) or not hasattr(keep, "__iter__"):
         raise BadType(f"{name}: expected a list of output indices, got {describe(keep)}", argument=name)
-    keep = list(keep)
-    if not keep:
+    if not (keep := list(keep)):
         raise BadValue(f"{name}: expected at least one output index, got an empty list", argument=name)
-    for k in keep:
-        if not is_whole(k):
-            raise BadType(f"{name}: expected whole-number output indices, got {reprlib.repr(keep)}", argument=name)
-        if not 0 <= k < K:
-            raise BadValue(f"{name}: output index {k} out of range for {K} outputs (expected 0 .. {K - 1})",
-                           argument=name)
+    if not all(map(is_whole, keep)):
+        raise BadType(f"{name}: expected whole-number output indices, got {reprlib.repr(keep)}", argument=name)
+    if outside := [k for k in keep if not 0 <= k < K]:
+        raise BadValue(f"{name}: output index {outside[0]} out of range for {K} outputs (expected 0 .. {K - 1})",
+                       argument=name)
     if len(set(keep)) != len(keep):
         raise BadValue(f"{name}: expected distinct output indices, got {reprlib.repr(keep)}", argument=name)
     return [int(k) for k in keep]
@@ -331,10 +319,9 @@ def check_keep(name, keep, got):
 def check_writable(net):
     """Raise ValueError unless every parameter array can be written in place (checked at every step)."""
     if not all(map(WRITEABLE, net.params.values())):
-        frozen = [k for k, v in net.params.items() if not v.flags.writeable]
-        raise BadValue(f"net: parameters {frozen} are read-only arrays (loaded with mmap_mode='r', or set by hand?); "
-                       f"nothing was changed. Give the network writable copies: net.params[k] = net.params[k].copy()",
-                       argument="net")
+        raise BadValue(f"net: parameters {[k for k, v in net.params.items() if not v.flags.writeable]} are read-only "
+                       f"arrays (loaded with mmap_mode='r', or set by hand?); nothing was changed. Give the network "
+                       f"writable copies: net.params[k] = net.params[k].copy()", argument="net")
 
 
 def check_path(name, x, got=None):

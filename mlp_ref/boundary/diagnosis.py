@@ -1,24 +1,25 @@
-"""After a failure only: who is to blame. Each function here is handed the arrays of a result that
-is not finite, or of a loop that stopped, and returns the error (a ``BadValue`` naming the argument
-to blame, as its message's first word and as ``exc.argument``) or the reason, for the caller to
-raise or report. Nothing here computes the algorithm's quantities or changes a parameter."""
+"""After a failure only: who is to blame. Each function is handed the arrays of a result that is not finite, or
+of a loop that stopped, and returns the error (a ``BadValue`` naming the argument to blame, ``exc.argument``) or
+the reason, for the caller to raise or report; none computes the algorithm's quantities or changes a parameter."""
 import numpy as np
 
 from .checks import BadValue, count_nonfinite, finite
 
 
-def _top(a):
-    return float(np.abs(a).max())
+_top = lambda a: float(np.abs(a).max())       # the largest magnitude in a
+REBUILD = "Rebuild or reload the network (net.copy() before a risky step keeps a good one)"
+
+
+def _holding(net, keys, already=""):
+    """'parameter b2 (1 NaN) holds' (or 'parameters ... hold') for those of ``keys`` not finite; '' if none."""
+    broken = [f"{k} ({count_nonfinite(net.params[k])})" for k in keys if not finite(net.params[k])]
+    return broken and f"parameter{'s' * (len(broken) > 1)} {', '.join(broken)} {already}hold{'s' * (len(broken) == 1)}"
 
 
 def step_overflow(net, broken, lr, D):
     """A step whose new values would not be finite: the parameters that already were not, or lr."""
-    already = [f"{k} ({count_nonfinite(net.params[k])})" for k in broken if not finite(net.params[k])]
-    if already:
-        s = "s" if len(already) > 1 else ""
-        return BadValue(f"net: parameter{s} {', '.join(already)} already hold{'' if s else 's'} NaN/inf, whatever "
-                        f"the step; nothing was changed. Rebuild or reload the network (net.copy() before a risky "
-                        f"step keeps a good one)", argument="net")
+    if held := _holding(net, broken, "already "):
+        return BadValue(f"net: {held} NaN/inf, whatever the step; nothing was changed. {REBUILD}", argument="net")
     return BadValue(f"lr: theta - lr * D would make {', '.join(broken)} overflow to inf/NaN (lr = {float(lr):g}, "
                     f"max |D[{broken[0]!r}]| = {_top(D[broken[0]]):.3g}); nothing was changed. Use a smaller lr",
                     argument="lr")
@@ -27,13 +28,9 @@ def step_overflow(net, broken, lr, D):
 def forward_overflow(net, record):
     """A non-finite output: the parameter that holds NaN/inf, X when it is the large factor of z1,
     else the stage that overflowed."""
-    broken = [f"{k} ({count_nonfinite(v)})" for k, v in net.params.items() if not finite(v)]
-    if broken:
-        one = len(broken) == 1
-        return BadValue(f"net: forward's output is not finite because parameter{'' if one else 's'} "
-                        f"{', '.join(broken)} {'holds' if one else 'hold'} NaN/inf; typically an update with too "
-                        f"large a learning rate, or a value set by hand. Rebuild or reload the network (net.copy() "
-                        f"before a risky step keeps a good one)", argument="net")
+    if held := _holding(net, net.params):
+        return BadValue(f"net: forward's output is not finite because {held} NaN/inf; typically an update with too "
+                        f"large a learning rate, or a value set by hand. {REBUILD}", argument="net")
     stage = next(k for k, v in record.stages.items() if not finite(v))
     l, big_X, big_W = int(stage[1:]), _top(record.X), _top(net.params["W1"])
     if stage == "z1" and big_X > big_W:      # the input, not the weights, is what is huge
@@ -49,11 +46,8 @@ def forward_overflow(net, record):
 def forward_from_overflow(net, layer, a_prev):
     """A non-finite output of ``forward_from``: a parameter it reads that holds NaN/inf, else a_prev
     or the weights, whichever is the larger factor."""
-    broken = [k for l in range(layer, net.depth + 1) for k in (f"W{l}", f"b{l}") if not finite(net.params[k])]
-    if broken:
-        return BadValue(f"net: forward_from's output is not finite because {', '.join(broken)} "
-                        f"{'holds' if len(broken) == 1 else 'hold'} NaN/inf; rebuild or reload the network",
-                        argument="net")
+    if held := _holding(net, [f"{p}{l}" for l in range(layer, net.depth + 1) for p in "Wb"]):
+        return BadValue(f"net: forward_from's output is not finite because {held} NaN/inf. {REBUILD}", argument="net")
     big_a, big_W = _top(a_prev), max(_top(net.params[f"W{l}"]) for l in range(layer, net.depth + 1))
     if big_a > big_W:
         return BadValue(f"a_prev: expected values for which the output of layers {layer} .. {net.depth} stays finite "
@@ -67,8 +61,7 @@ def backward_overflow(net, stages, G, record):
     """A backward pass that overflowed: the record when it holds NaN/inf (forward's are finite), G when
     its values are the large factor (every stage is linear in G), else the parameters."""
     broken = next(k for k, v in stages.items() if not finite(v))
-    torn = next((k for k, v in record.stages.items() if not finite(v)), None)
-    if torn is not None:
+    if (torn := next((k for k, v in record.stages.items() if not finite(v)), None)) is not None:
         return BadValue(f"record: stage {torn} holds NaN/inf ({count_nonfinite(record.stages[torn])}), which no "
                         f"record of net.forward(X) does; run forward again", argument="record")
     big_G, what = _top(G), f"stage {broken} overflow ({count_nonfinite(stages[broken])})"
@@ -100,8 +93,7 @@ def too_large(name, what, dtype, size):
 
 def distance_overflow(ref, dtype):
     """O_keep - ref not finite (the outputs are: the forward pass checks them): ref is too far."""
-    return BadValue(f"ref: expected values whose distance to the outputs stays finite in {dtype}, got max |ref| = "
-                    f"{_top(ref):.3g}", argument="ref")
+    return too_large("ref", "their distance to the outputs", dtype, f"max |ref| = {_top(ref):.3g}")
 
 
 def pull_overflow(G, residual, lam, exc=None):

@@ -13,8 +13,7 @@ from .checks import (BadType, BadValue, check_array, check_inputs, check_params_
 
 
 def check_net(name, net, got=None, kind=Model):
-    """A model of this package (MLP, SplitHeads, TwoTower), or an MLP (``check_mlp``: for any model of
-    the package, ``jacobian.of``), else TypeError starting 'net:'."""
+    """A model of this package (MLP, SplitHeads, TwoTower; an MLP for ``check_mlp``), else TypeError."""
     if not isinstance(net, kind):
         expected = "an MLP" if kind is MLP else "a model of mlp_ref (MLP, SplitHeads, TwoTower)"
         raise BadType(f"{name}: expected {expected}, got {describe(net)}", argument=name)
@@ -44,8 +43,7 @@ def check_trainable(name, trainable, got):
     if not hasattr(trainable, "__iter__") or not all(isinstance(k, str) for k in trainable):
         came = describe(trainable) if not hasattr(trainable, "__iter__") else reprlib.repr(list(trainable))
         raise BadType(f"{name}: expected parameter names (strings) from {known}, got {came}", argument=name)
-    unknown = [k for k in trainable if k not in known]
-    if unknown:
+    if unknown := [k for k in trainable if k not in known]:
         raise BadValue(f"{name}: unknown parameter names {reprlib.repr(unknown)}; known: {known}", argument=name)
     return list(trainable)
 
@@ -66,16 +64,14 @@ def check_ref(name, ref, got):
 def check_fisher(name, fisher, got):
     """A diagonal Fisher: a dict like params (or like ``got``'s shapes and dtype), every entry >= 0."""
     fisher = check_params_like(name, fisher, got, got.get("shapes"), got.get("dtype"))
-    negative = [k for k, v in fisher.items() if np.count_nonzero(v < 0)]
-    if negative:
+    if negative := [k for k, v in fisher.items() if np.count_nonzero(v < 0)]:
         raise BadValue(f"{name}: expected a diagonal Fisher, every entry >= 0, got a negative entry in {negative}",
                        argument=name)
     return fisher
 
 
 def check_fishers(name, fishers, got):
-    """``ewc_merge``'s Fishers: a non-empty list of diagonal Fishers with the first's keys, shapes and float
-    dtype, which ``got`` keeps for the anchors."""
+    """``ewc_merge``'s Fishers: diagonal Fishers, each with the first's keys, shapes and float dtype (kept in got)."""
     if not isinstance(fishers, (list, tuple)):
         raise BadType(f"{name}: expected a list of diagonal Fishers (dicts like params), got {describe(fishers)}",
                       argument=name)
@@ -112,25 +108,22 @@ def check_cut(name, cut, got):
                                               what="a fraction of the largest eigenvalue in [0, 1)")
 
 
-#: How far U^T U of a basis may be from I, entry by entry, in units of d eps (d: U's rows): an entry is
-#: a dot product of d terms of unit vectors, rounding by up to d eps, and gpm_bases's U (SVD, QR) is
-#: orthonormal to a few eps; further off, GPM's I - U U^T would not be a projection.
+#: How far U^T U of a basis may be from I, entry by entry, in d eps (d: U's rows): an entry is a dot product of
+#: d terms of unit vectors, rounding by up to d eps; further off, GPM's I - U U^T would not be a projection.
 ORTHONORMAL_D_EPS = 4
 
 
 def check_bases(name, bases, got):
-    """Bases of ``gpm_bases`` fit for the net: one basis per layer of each piece, of its input width + 1,
-    2-d arrays of the net's dtype (a float32 basis holds only float32's round-off), finite and orthonormal
-    to ORTHONORMAL_D_EPS d eps (twice a basis moves the memory's outputs), not recomputed for ``gpm_bases``'s
-    own, read-only since it made them. None stays None for ``previous``."""
+    """``gpm_bases``'s Bases fit for the net (None stays None for ``previous``): for each piece, a basis per layer
+    of its input width + 1, a 2-d array of the net's dtype (another dtype's holds that one's round-off), finite
+    and orthonormal to ORTHONORMAL_D_EPS d eps (not recomputed for those gpm_bases made and left read-only)."""
     if bases is None and name == "previous":
         return None
     if type(bases).__name__ != "Bases":          # baselines.Bases, which imports this module
         raise BadType(f"{name}: expected the Bases of gpm_bases, got {describe(bases)}", argument=name)
-    net = got["net"]
+    net, ours = got["net"], getattr(bases, "made_by_gpm_bases", False)
     want = [[n + 1 for n in piece.mlp.sizes[:-1]] for piece in net.pieces()]
-    have = [[getattr(U, "shape", (None,))[0] for U in piece] for piece in bases.bases]
-    if have != want:
+    if (have := [[(getattr(U, "shape", ()) or (None,))[0] for U in piece] for piece in bases.bases]) != want:
         raise BadValue(f"{name}: expected bases of layer inputs {want} (this model's), got {have}", argument=name)
     for where, U in ((f"{name}.bases[{p}][{l}]", U) for p, Us in enumerate(bases.bases) for l, U in enumerate(Us)):
         if not isinstance(U, np.ndarray) or U.ndim != 2 or U.dtype != net.dtype:
@@ -138,12 +131,10 @@ def check_bases(name, bases, got):
                           f"{describe(U)} (bases made for another dtype hold only its round-off)", argument=name)
         if not finite(U):
             raise BadValue(f"{name}: expected finite bases, got {where} with non-finite entries", argument=name)
-        if not (getattr(bases, "made_by_gpm_bases", False) and not U.flags.writeable):   # else orthonormal as made
-            off = float(np.max(np.abs(U.T @ U - np.eye(U.shape[1], dtype=U.dtype)), initial=0.0))
-            if off > (bound := ORTHONORMAL_D_EPS * U.shape[0] * float(np.finfo(U.dtype).eps)):
-                raise BadValue(f"{name}: expected orthonormal bases (max |U^T U - I| <= {bound:.3g}, "
-                               f"{ORTHONORMAL_D_EPS} d eps), got {where} with max |U^T U - I| = {off:.3g}",
-                               argument=name)
+        off = 0.0 if ours and not U.flags.writeable else np.max(np.abs(U.T @ U - np.eye(U.shape[1])), initial=0.0)
+        if off > (bound := ORTHONORMAL_D_EPS * U.shape[0] * float(np.finfo(U.dtype).eps)):
+            raise BadValue(f"{name}: expected orthonormal bases (max |U^T U - I| <= {bound:.3g}, {ORTHONORMAL_D_EPS} d "
+                           f"eps), got {where} with max |U^T U - I| = {off:.3g}", argument=name)
     return bases
 
 
