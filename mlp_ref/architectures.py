@@ -53,7 +53,7 @@ def check_groups(name, groups, K):
     Each output index 0 .. K-1 must be in exactly one group, and no group may be empty.
     Raises ValueError or TypeError naming ``name`` and saying what is wrong.
     """
-    example = [[k] for k in range(K)]
+    example = reprlib.repr([[k] for k in range(min(K, 7))])     # (reprlib: the first few, then ...)
     if isinstance(groups, (str, bytes)) or not isinstance(groups, (list, tuple)):
         raise BadType(f"{name}: expected a list of groups of output indices, e.g. {example}, "
                       f"got {describe(groups)}", argument=name)

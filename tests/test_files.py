@@ -277,6 +277,7 @@ def test_a_json_write_stopped_mid_write_leaves_nothing(tmp_path, sig):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow           # four figures drawn: 1.3 CPU s of the fast suite's 30
 @pytest.mark.parametrize("fmt, magic", [("svg", b"<?xml"), ("pdf", b"%PDF-")])
 def test_figures_as_svg_and_pdf_for_slides_are_byte_identical_from_run_to_run(tmp_path, fmt, magic):
     a, b = tmp_path / "a", tmp_path / "b"

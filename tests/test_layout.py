@@ -6,6 +6,7 @@ the top of its module but matplotlib's (``import mlp_ref`` must not load it: tes
 check)."""
 import ast
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -25,7 +26,32 @@ def is_module(name):
 #: mlp_ref/resources/frameworks holds package data, not modules: files tutorial 07 puts on sys.path
 #: (torch_fixes, tf_fixes, jax_fixes), which mlp_ref never imports
 DATA = PACKAGE / "resources" / "frameworks"
-MODULES = {module_name(p): ast.parse(p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))
+IMPORTS = (ast.Import, ast.ImportFrom)
+
+
+class Facts(NamedTuple):
+    """What these tests read of a module, from one walk of its tree. The tree itself is not kept: the
+    package's trees are some 190,000 objects, which every full garbage collection of the suite would
+    walk again."""
+    top: list           # the import statements at the top (in the body, or a top-level try's)
+    imports: list       # every import statement, anywhere
+    private: list       # (line, name, attribute) of every ``name._attribute``
+
+
+def facts(tree):
+    top = [n for n in tree.body if isinstance(n, IMPORTS)]
+    top += [n for t in tree.body if isinstance(t, ast.Try) for n in t.body if isinstance(n, IMPORTS)]
+    imports, private = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, IMPORTS):
+            imports.append(node)
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and node.attr.startswith("_") and not node.attr.startswith("__")):
+            private.append((node.lineno, node.value.id, node.attr))
+    return Facts(top, imports, private)
+
+
+MODULES = {module_name(p): facts(ast.parse(p.read_text())) for p in sorted(PACKAGE.rglob("*.py"))
            if DATA not in p.parents}
 #: the modules that are packages (an __init__.py): their relative imports start from themselves
 PACKAGES = {module_name(p) for p in PACKAGE.rglob("__init__.py")}
@@ -45,11 +71,7 @@ def imported(name, node):
 
 def top_level_imports(name):
     """Module -> the package modules it imports when it is imported (not from inside functions)."""
-    tree = MODULES[name]
-    nodes = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    nodes += [n for t in tree.body if isinstance(t, ast.Try) for n in t.body
-              if isinstance(n, (ast.Import, ast.ImportFrom))]
-    return {m for n in nodes for m in imported(name, n)
+    return {m for n in MODULES[name].top for m in imported(name, n)
             if m != name and not name.startswith(m + ".")}        # a package's own __init__
 
 
@@ -158,9 +180,8 @@ def test_the_lesson_follows_the_chain_rule_down():
 
 def private_names_used(name):
     """(line, text) of every private name of another package module used by ``name``."""
-    tree, found = MODULES[name], []
-    modules = {}                              # local name -> the package module it is
-    for node in ast.walk(tree):
+    found, modules = [], {}                   # modules: local name -> the package module it is
+    for node in MODULES[name].imports:
         if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("mlp_ref")):
             for alias in node.names:
                 targets = imported(name, ast.ImportFrom(module=node.module, names=[alias],
@@ -169,12 +190,7 @@ def private_names_used(name):
                     modules[alias.asname or alias.name] = targets[0]
                 elif alias.name.startswith("_") and not alias.name.startswith("__"):
                     found.append((node.lineno, f"from {node.module} import {alias.name}"))
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                and node.value.id in modules and node.attr.startswith("_")
-                and not node.attr.startswith("__")):
-            found.append((node.lineno, f"{node.value.id}.{node.attr}"))
-    return found
+    return found + [(line, f"{value}.{attr}") for line, value, attr in MODULES[name].private if value in modules]
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -184,8 +200,8 @@ def test_no_private_name_is_reached_across_modules(module):
 
 def test_the_private_name_check_finds_one():
     # the check itself, on a module written to break the rule
-    MODULES["mlp_ref.broken"] = ast.parse("from . import network\nnetwork._why_not_finite(1)\n"
-                                          "from .fixes import _helper\n")
+    MODULES["mlp_ref.broken"] = facts(ast.parse("from . import network\nnetwork._why_not_finite(1)\n"
+                                                "from .fixes import _helper\n"))
     try:
         assert sorted(private_names_used("mlp_ref.broken")) == [
             (2, "network._why_not_finite"), (3, "from fixes import _helper")]
@@ -195,10 +211,9 @@ def test_the_private_name_check_finds_one():
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_are_at_the_top_but_matplotlibs(module):
-    tree = MODULES[module]
-    top = {id(n) for n in tree.body} | {id(n) for t in tree.body if isinstance(t, ast.Try) for n in t.body}
+    top = set(map(id, MODULES[module].top))
     late = [(n.lineno, [a.name for a in n.names], getattr(n, "module", None))
-            for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in top]
+            for n in MODULES[module].imports if id(n) not in top]
     allowed = [(line, names, mod) for line, names, mod in late
                if names == ["matplotlib"] or names == ["plots"]      # mlp_ref.plots loads matplotlib,
                or mod == "plots"]                                      # and so do its modules
