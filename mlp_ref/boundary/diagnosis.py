@@ -11,7 +11,7 @@ REBUILD = "Rebuild or reload the network (net.copy() before a risky step keeps a
 
 
 def _holding(net, keys, already=""):
-    """'parameter b2 (1 NaN) holds' (or 'parameters ... hold') for those of ``keys`` not finite; '' if none."""
+    """'parameter b2 (1 NaN) holds' (or 'parameters ... hold') for those of ``keys`` not finite; empty if none."""
     broken = [f"{k} ({count_nonfinite(net.params[k])})" for k in keys if not finite(net.params[k])]
     return broken and f"parameter{'s' * (len(broken) > 1)} {', '.join(broken)} {already}hold{'s' * (len(broken) == 1)}"
 

@@ -115,7 +115,7 @@ ORTHONORMAL_D_EPS = 4
 
 def check_bases(name, bases, got):
     """``gpm_bases``'s Bases fit for the net (None stays None for ``previous``): for each piece, a basis per layer
-    of its input width + 1, a 2-d array of the net's dtype (another dtype's holds that one's round-off), finite
+    of its input width + 1, a 2-d array of the net's dtype (one made in another holds that one's round-off), finite
     and orthonormal to ORTHONORMAL_D_EPS d eps (not recomputed for those gpm_bases made and left read-only)."""
     if bases is None and name == "previous":
         return None
